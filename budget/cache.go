@@ -1,0 +1,49 @@
+package budget
+
+import (
+	"fmt"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// CacheKey identifies one noisy answer: the same normalized query by the
+// same analyst with the same privacy parameters gets the same answer, so
+// that repeating a query neither costs budget nor averages the noise away.
+type CacheKey struct {
+	Analyst string
+	// Query is the normalized query (pg_query Normalize or Fingerprint
+	// together with its bound parameters), never raw SQL kept for display.
+	Query          string
+	Epsilon, Delta float64
+	Mechanism      string
+	// Params holds anything else that changes the answer's distribution
+	// (bounds, contribution limits, the budget split), encoded by the
+	// caller.
+	Params string
+}
+
+// Cache is a bounded LRU cache of noisy answers. It is safe for concurrent
+// use. It lives in memory only: after a restart a repeated query is charged
+// and noised afresh, which costs budget but leaks nothing.
+type Cache[V any] struct {
+	lru *lru.Cache[CacheKey, V] // does its own locking
+}
+
+// NewCache returns a cache holding at most size answers; size must be > 0.
+func NewCache[V any](size int) (*Cache[V], error) {
+	c, err := lru.New[CacheKey, V](size)
+	if err != nil {
+		return nil, fmt.Errorf("budget: cache of size %d: %w", size, err)
+	}
+	return &Cache[V]{lru: c}, nil
+}
+
+// Get returns the cached answer for k and marks it recently used.
+func (c *Cache[V]) Get(k CacheKey) (V, bool) { return c.lru.Get(k) }
+
+// Add caches v for k, evicting the least recently used answer when full.
+// Callers add an answer only after its charge is recorded.
+func (c *Cache[V]) Add(k CacheKey, v V) { c.lru.Add(k, v) }
+
+// Len is the number of cached answers.
+func (c *Cache[V]) Len() int { return c.lru.Len() }

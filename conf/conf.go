@@ -1,0 +1,422 @@
+// Package conf loads and validates dpproxy's YAML configuration.
+//
+// Load is strict: unknown keys, missing bounds, privacy units that are not
+// named and ε/δ out of range are all reported at once, each naming the file,
+// the key and the reason. The returned *Config is read-only after Load and is
+// safe for concurrent use by any number of goroutines.
+package conf
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Mechanism names accepted in privacy.mechanism and SET dp.mechanism.
+const (
+	Laplace  = "laplace"
+	Gaussian = "gaussian"
+)
+
+// Auth methods accepted in auth.method.
+const (
+	AuthTrust = "trust"
+	AuthSCRAM = "scram-sha-256"
+	AuthMD5   = "md5"
+)
+
+// Defaults applied by Load where a key is absent.
+const (
+	DefaultListen             = "127.0.0.1:6432"
+	DefaultEpsilon            = 1.0
+	DefaultMaxEpsilonPerQuery = 2.0
+	DefaultDelta              = 1e-7
+	DefaultMaxGroupsPerUnit   = 4
+	DefaultMaxRowsPerUnit     = 8
+	DefaultLedger             = "postgres"
+)
+
+// Secret is a string that never prints: it implements slog.LogValuer and
+// fmt.Stringer so that passwords and DSNs with passwords stay out of logs.
+type Secret string
+
+// LogValue implements slog.LogValuer.
+func (Secret) LogValue() slog.Value { return slog.StringValue("REDACTED") }
+
+// String implements fmt.Stringer.
+func (Secret) String() string { return "REDACTED" }
+
+// Reveal returns the secret value. Call it only where the value is used.
+func (s Secret) Reveal() string { return string(s) }
+
+// Config is the whole configuration file.
+type Config struct {
+	// Path is the file the configuration was read from ("" if from bytes).
+	Path     string            `yaml:"-"`
+	Listen   string            `yaml:"listen"`
+	Upstream Secret            `yaml:"upstream"`
+	TLS      *TLS              `yaml:"tls"`
+	Auth     Auth              `yaml:"auth"`
+	Privacy  Privacy           `yaml:"privacy"`
+	Tables   map[string]*Table `yaml:"tables"`
+}
+
+// TLS holds the certificate and key files presented to clients.
+type TLS struct {
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// Auth is how analysts authenticate to the proxy.
+type Auth struct {
+	Method string `yaml:"method"`
+	Users  []User `yaml:"users"`
+}
+
+// User is one analyst with a lifetime budget.
+type User struct {
+	Name        string `yaml:"name"`
+	PasswordEnv string `yaml:"password_env"`
+	// Password is read from the environment variable PasswordEnv by Load.
+	Password Secret `yaml:"-"`
+	Budget   Budget `yaml:"budget"`
+}
+
+// Budget is a lifetime (ε, δ) budget.
+type Budget struct {
+	Epsilon float64 `yaml:"epsilon"`
+	Delta   float64 `yaml:"delta"`
+}
+
+// Privacy holds per-query defaults and the ledger location.
+type Privacy struct {
+	Epsilon            float64 `yaml:"epsilon"`
+	MaxEpsilonPerQuery float64 `yaml:"max_epsilon_per_query"`
+	Delta              float64 `yaml:"delta"`
+	Mechanism          string  `yaml:"mechanism"`
+	Ledger             string  `yaml:"ledger"`
+}
+
+// Table describes one configured table. Tables not configured are refused.
+type Table struct {
+	// Schema and Name are filled in by Load from the map key ("public" if
+	// the key has no schema). Both are lower case, as PostgreSQL folds
+	// unquoted identifiers.
+	Schema string `yaml:"-"`
+	Name   string `yaml:"-"`
+
+	// Public tables are not sensitive: they may be read and joined freely.
+	Public           bool               `yaml:"public"`
+	PrivacyUnit      string             `yaml:"privacy_unit"`
+	MaxGroupsPerUnit int64              `yaml:"max_groups_per_unit"`
+	MaxRowsPerUnit   int64              `yaml:"max_rows_per_unit"`
+	Columns          map[string]*Column `yaml:"columns"`
+}
+
+// QualifiedName is "schema.name".
+func (t *Table) QualifiedName() string { return t.Schema + "." + t.Name }
+
+// Column holds what is known about one column of a private table.
+type Column struct {
+	// Lower and Upper are the clamping bounds for SUM/AVG; nil when absent.
+	Lower *float64 `yaml:"lower"`
+	Upper *float64 `yaml:"upper"`
+	// PublicValues, when set, are the group keys that may be released
+	// without partition selection; every one of them always appears.
+	PublicValues []string `yaml:"public_values"`
+}
+
+// HasBounds reports whether both clamping bounds are set.
+func (c *Column) HasBounds() bool { return c != nil && c.Lower != nil && c.Upper != nil }
+
+// Table returns the configured table for schema and name (both compared
+// as given; callers fold case as PostgreSQL does), or nil.
+func (c *Config) Table(schema, name string) *Table {
+	return c.Tables[schema+"."+name]
+}
+
+// UserByName returns the configured analyst or nil.
+func (c *Config) UserByName(name string) *User {
+	for i := range c.Auth.Users {
+		if c.Auth.Users[i].Name == name {
+			return &c.Auth.Users[i]
+		}
+	}
+	return nil
+}
+
+// Load reads, decodes, defaults and validates the file at path. Passwords are
+// read from the environment variables the file names.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("conf: %w", err)
+	}
+	return Parse(path, data, os.Getenv)
+}
+
+// Parse decodes and validates data as if read from path; getenv resolves
+// password_env (os.Getenv in production).
+func Parse(path string, data []byte, getenv func(string) string) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("conf: %s: %w", path, err)
+	}
+	c.Path = path
+	c.applyDefaults()
+	if err := c.validate(getenv); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Config) applyDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Auth.Method == "" {
+		c.Auth.Method = AuthSCRAM
+	}
+	if c.Privacy.Epsilon == 0 {
+		c.Privacy.Epsilon = DefaultEpsilon
+	}
+	if c.Privacy.MaxEpsilonPerQuery == 0 {
+		c.Privacy.MaxEpsilonPerQuery = math.Max(DefaultMaxEpsilonPerQuery, c.Privacy.Epsilon)
+	}
+	if c.Privacy.Delta == 0 {
+		c.Privacy.Delta = DefaultDelta
+	}
+	if c.Privacy.Mechanism == "" {
+		c.Privacy.Mechanism = Laplace
+	}
+	if c.Privacy.Ledger == "" {
+		c.Privacy.Ledger = DefaultLedger
+	}
+	for _, t := range c.Tables {
+		if t == nil || t.Public {
+			continue
+		}
+		if t.MaxGroupsPerUnit == 0 {
+			t.MaxGroupsPerUnit = DefaultMaxGroupsPerUnit
+		}
+		if t.MaxRowsPerUnit == 0 {
+			t.MaxRowsPerUnit = DefaultMaxRowsPerUnit
+		}
+	}
+}
+
+// problems collects validation errors, each naming file, key and reason.
+type problems struct {
+	path string
+	errs []error
+}
+
+func (p *problems) add(key, format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("%s: %s: %s", p.path, key, fmt.Sprintf(format, args...)))
+}
+
+// ValidEpsilon reports whether eps is a usable per-query or budget ε:
+// finite and strictly positive (NaN fails too).
+func ValidEpsilon(eps float64) bool { return eps > 0 && !math.IsInf(eps, 0) }
+
+// ValidDelta reports whether delta lies in [0, 1) (NaN fails).
+func ValidDelta(delta float64) bool { return delta >= 0 && delta < 1 }
+
+func (c *Config) validate(getenv func(string) string) error {
+	p := &problems{path: c.Path}
+	if c.Path == "" {
+		p.path = "config"
+	}
+	if c.Upstream == "" {
+		p.add("upstream", "missing: a postgres:// URL the proxy connects with")
+	}
+	if c.TLS != nil && (c.TLS.Cert == "" || c.TLS.Key == "") {
+		p.add("tls", "both cert and key are required")
+	}
+	switch c.Auth.Method {
+	case AuthTrust, AuthSCRAM, AuthMD5:
+	default:
+		p.add("auth.method", "%q is not one of trust, scram-sha-256, md5", c.Auth.Method)
+	}
+	if len(c.Auth.Users) == 0 {
+		p.add("auth.users", "no analysts configured")
+	}
+	seen := map[string]bool{}
+	for i := range c.Auth.Users {
+		u := &c.Auth.Users[i]
+		key := fmt.Sprintf("auth.users[%d]", i)
+		if u.Name == "" {
+			p.add(key+".name", "missing")
+		} else if seen[u.Name] {
+			p.add(key+".name", "duplicate analyst %q", u.Name)
+		}
+		seen[u.Name] = true
+		if c.Auth.Method != AuthTrust {
+			if u.PasswordEnv == "" {
+				p.add(key+".password_env", "missing: required by auth.method %s", c.Auth.Method)
+			} else if pw := getenv(u.PasswordEnv); pw == "" {
+				p.add(key+".password_env", "environment variable %s is empty or unset", u.PasswordEnv)
+			} else {
+				u.Password = Secret(pw)
+			}
+		}
+		if !ValidEpsilon(u.Budget.Epsilon) {
+			p.add(key+".budget.epsilon", "must be a finite number > 0, got %v", u.Budget.Epsilon)
+		}
+		if !ValidDelta(u.Budget.Delta) {
+			p.add(key+".budget.delta", "must lie in [0, 1), got %v", u.Budget.Delta)
+		}
+	}
+	pr := c.Privacy
+	if !ValidEpsilon(pr.Epsilon) {
+		p.add("privacy.epsilon", "must be a finite number > 0, got %v", pr.Epsilon)
+	}
+	if !ValidEpsilon(pr.MaxEpsilonPerQuery) {
+		p.add("privacy.max_epsilon_per_query", "must be a finite number > 0, got %v", pr.MaxEpsilonPerQuery)
+	} else if pr.Epsilon > pr.MaxEpsilonPerQuery {
+		p.add("privacy.epsilon", "%v exceeds privacy.max_epsilon_per_query %v", pr.Epsilon, pr.MaxEpsilonPerQuery)
+	}
+	if !ValidDelta(pr.Delta) || pr.Delta == 0 {
+		p.add("privacy.delta", "must lie in (0, 1), got %v", pr.Delta)
+	}
+	switch pr.Mechanism {
+	case Laplace, Gaussian:
+	default:
+		p.add("privacy.mechanism", "%q is not one of laplace, gaussian", pr.Mechanism)
+	}
+	if pr.Ledger != "postgres" && !strings.HasPrefix(pr.Ledger, "file:") {
+		p.add("privacy.ledger", "%q is not postgres or file:PATH", pr.Ledger)
+	} else if strings.HasPrefix(pr.Ledger, "file:") {
+		p.add("privacy.ledger", "file ledgers are not supported yet; use postgres")
+	}
+	if len(c.Tables) == 0 {
+		p.add("tables", "no tables configured: every table would be refused")
+	}
+	tables := make(map[string]*Table, len(c.Tables))
+	keys := make([]string, 0, len(c.Tables))
+	for k := range c.Tables {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		t := c.Tables[k]
+		key := "tables." + k
+		schema, name, ok := splitTableName(k)
+		if !ok {
+			p.add(key, "not a table name: use schema.table or table")
+			continue
+		}
+		if t == nil {
+			p.add(key, "empty: give privacy_unit and bounds, or public: true")
+			continue
+		}
+		t.Schema, t.Name = schema, name
+		if prev, dup := tables[t.QualifiedName()]; dup && prev != t {
+			p.add(key, "configured twice (as %s)", t.QualifiedName())
+		}
+		tables[t.QualifiedName()] = t
+		validateTable(p, key, t)
+	}
+	c.Tables = tables
+	return errors.Join(p.errs...)
+}
+
+func validateTable(p *problems, key string, t *Table) {
+	if t.Public {
+		if t.PrivacyUnit != "" || len(t.Columns) > 0 || t.MaxGroupsPerUnit != 0 || t.MaxRowsPerUnit != 0 {
+			p.add(key, "a public table takes no privacy_unit, bounds or columns")
+		}
+		return
+	}
+	if t.PrivacyUnit == "" {
+		p.add(key+".privacy_unit", "missing: name the column that identifies the person protected (or set public: true)")
+	} else if !isIdent(t.PrivacyUnit) {
+		p.add(key+".privacy_unit", "%q is not a column name", t.PrivacyUnit)
+	}
+	if t.MaxGroupsPerUnit < 1 {
+		p.add(key+".max_groups_per_unit", "must be >= 1, got %d", t.MaxGroupsPerUnit)
+	}
+	if t.MaxRowsPerUnit < 1 {
+		p.add(key+".max_rows_per_unit", "must be >= 1, got %d", t.MaxRowsPerUnit)
+	}
+	cols := make(map[string]*Column, len(t.Columns))
+	for name, col := range t.Columns {
+		ck := key + ".columns." + name
+		if !isIdent(name) {
+			p.add(ck, "not a column name")
+			continue
+		}
+		if col == nil {
+			p.add(ck, "empty: give lower and upper, or public_values")
+			continue
+		}
+		lname := strings.ToLower(name)
+		cols[lname] = col
+		if lname == strings.ToLower(t.PrivacyUnit) {
+			p.add(ck, "the privacy unit takes no bounds or public values")
+		}
+		if (col.Lower == nil) != (col.Upper == nil) {
+			p.add(ck, "both lower and upper are required for clamping")
+		}
+		if col.HasBounds() {
+			lo, hi := *col.Lower, *col.Upper
+			if math.IsNaN(lo) || math.IsInf(lo, 0) || math.IsNaN(hi) || math.IsInf(hi, 0) {
+				p.add(ck, "bounds must be finite")
+			} else if lo > hi {
+				p.add(ck, "lower %v is greater than upper %v", lo, hi)
+			}
+		}
+		if col.PublicValues != nil && len(col.PublicValues) == 0 {
+			p.add(ck+".public_values", "empty list")
+		}
+		if !col.HasBounds() && col.PublicValues == nil && col.Lower == nil {
+			p.add(ck, "give lower and upper, or public_values")
+		}
+	}
+	t.Columns = cols
+	t.PrivacyUnit = strings.ToLower(t.PrivacyUnit)
+}
+
+// splitTableName splits "schema.table" or "table" (schema public), folding
+// case as PostgreSQL does for unquoted identifiers.
+func splitTableName(k string) (schema, name string, ok bool) {
+	parts := strings.Split(k, ".")
+	switch len(parts) {
+	case 1:
+		schema, name = "public", parts[0]
+	case 2:
+		schema, name = parts[0], parts[1]
+	default:
+		return "", "", false
+	}
+	if !isIdent(schema) || !isIdent(name) {
+		return "", "", false
+	}
+	return strings.ToLower(schema), strings.ToLower(name), true
+}
+
+// isIdent reports whether s is a plain SQL identifier (letters, digits,
+// underscores, not starting with a digit).
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z'):
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

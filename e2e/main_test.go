@@ -1,0 +1,180 @@
+// Package e2e tests dpproxy end to end: a real PostgreSQL (throwaway, or
+// DPPROXY_TEST_UPSTREAM), the demo dataset, the proxy in-process on
+// 127.0.0.1:0, and clients speaking the wire protocol through it.
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/internal/demo"
+	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/proxy"
+)
+
+// env is what TestMain set up; tests only read it.
+var env struct {
+	upstream  string // the test database, superuser
+	proxyAddr string
+	cfg       *conf.Config
+}
+
+// Analysts of the test configuration, with their passwords and budgets.
+const (
+	pwAlice = "alice-secret"
+	pwBob   = "bob-secret"
+	pwCarol = "carol-secret"
+)
+
+const testConfig = `
+listen: 127.0.0.1:0
+upstream: UPSTREAM
+auth:
+  method: scram-sha-256
+  users:
+    - {name: alice, password_env: E2E_PW_ALICE, budget: {epsilon: 1000, delta: 1.0e-3}}
+    - {name: bob,   password_env: E2E_PW_BOB,   budget: {epsilon: 3.0, delta: 1.0e-6}}
+    - {name: carol, password_env: E2E_PW_CAROL, budget: {epsilon: 1000, delta: 1.0e-3}}
+privacy:
+  epsilon: 1.0
+  max_epsilon_per_query: 5.0
+  delta: 1.0e-7
+  mechanism: laplace
+tables:
+  public.orders:
+    privacy_unit: customer_id
+    max_groups_per_unit: 4
+    max_rows_per_unit: 8
+    columns:
+      amount:   {lower: 0, upper: 500}
+      quantity: {lower: 1, upper: 4}
+      region:   {public_values: [north, south, east, west]}
+  public.customers:
+    privacy_unit: customer_id
+    max_groups_per_unit: 1
+    max_rows_per_unit: 1
+    columns:
+      age: {lower: 18, upper: 100}
+  public.products: {public: true}
+`
+
+func TestMain(m *testing.M) {
+	pgtest.Main(m, func(admin string) int {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		db, err := freshDatabase(ctx, admin)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		env.upstream = db
+		if err := demo.Load(ctx, db); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		pw := map[string]string{"E2E_PW_ALICE": pwAlice, "E2E_PW_BOB": pwBob, "E2E_PW_CAROL": pwCarol}
+		cfg, err := conf.Parse("e2e.yaml", []byte(strings.Replace(testConfig, "UPSTREAM", db, 1)), func(k string) string { return pw[k] })
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		env.cfg = cfg
+		logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn + 4}))
+		if os.Getenv("DPPROXY_TEST_LOG") != "" {
+			logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		}
+		srv, err := proxy.New(ctx, cfg, proxy.Options{Logger: logger})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: proxy:", err)
+			return 1
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		env.proxyAddr = ln.Addr().String()
+		go srv.Serve(ln)
+		code := m.Run()
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		srv.Shutdown(sctx)
+		srv.Close()
+		return code
+	})
+}
+
+// freshDatabase creates a database of its own on the server at admin, so
+// that a shared DPPROXY_TEST_UPSTREAM is never polluted, and returns its URL.
+func freshDatabase(ctx context.Context, admin string) (string, error) {
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", fmt.Errorf("connect to %s: %w", redact(admin), err)
+	}
+	defer conn.Close(ctx)
+	var b [6]byte
+	rand.Read(b[:])
+	name := "dpproxy_e2e_" + hex.EncodeToString(b[:])
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", err
+	}
+	u, err := url.Parse(admin)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+func redact(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return "the upstream"
+}
+
+// connect opens a simple-protocol connection through the proxy.
+func connect(t testing.TB, user, password string) *pgx.Conn {
+	t.Helper()
+	conn, err := dial(user, password)
+	if err != nil {
+		t.Fatalf("connect as %s: %v", user, err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func dial(user, password string) (*pgx.Conn, error) {
+	host, port, _ := net.SplitHostPort(env.proxyAddr)
+	cc, err := pgx.ParseConfig(fmt.Sprintf("postgres://%s:%s@%s:%s/shop?sslmode=disable", user, url.QueryEscape(password), host, port))
+	if err != nil {
+		return nil, err
+	}
+	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return pgx.ConnectConfig(ctx, cc)
+}
+
+// direct opens a connection straight to the test database (the truth).
+func direct(t testing.TB) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), env.upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}

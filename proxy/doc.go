@@ -1,0 +1,26 @@
+// Package proxy speaks the PostgreSQL wire protocol to analysts and answers
+// their queries with differentially private results.
+//
+// Connection lifecycle (one goroutine per client owns both connections):
+//
+//  1. Startup: SSLRequest is answered 'S' and the connection upgraded when
+//     TLS is configured, 'N' otherwise; GSSENCRequest is answered 'N'; a
+//     CancelRequest is looked up in the server's key map and forwarded to the
+//     upstream backend running that session's query.
+//  2. Authentication per config (trust, scram-sha-256, md5). Unknown users
+//     go through the same exchange with throw-away credentials, so a client
+//     cannot tell an unknown user from a wrong password (both 28P01).
+//  3. The session acquires one upstream connection from the pool and keeps
+//     it until it ends, so SET, transactions and session state behave as on
+//     PostgreSQL. Upstream connections run with default_transaction_read_only
+//     and a pinned search_path; the session's own SETs are limited by the
+//     rewrite allowlist.
+//  4. Query loop: Receive, analyse every statement (rewrite.Analyzer),
+//     refuse the whole string if any part is refused, else run each part:
+//     pass-through statements are forwarded; private statements are charged
+//     in the ledger first, then run in their rewritten, bounded form, then
+//     noised and encoded with the column names and types PostgreSQL gives
+//     the original query.
+//  5. Terminate, a broken connection or Shutdown ends the session; its
+//     upstream connection is reset (DISCARD ALL) or destroyed.
+package proxy

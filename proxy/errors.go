@@ -1,0 +1,111 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// SQLSTATE codes the proxy itself raises. The README lists them; rewrite,
+// budget and scram errors carry their own via a SQLState method.
+const (
+	codeSyntax            = "42601"
+	codeUnsupported       = "0A000"
+	codeForbidden         = "42501"
+	codeInvalidParameter  = "22023"
+	codeBudgetExceeded    = "53400"
+	codeCanceled          = "57014"
+	codeAdminShutdown     = "57P01"
+	codeUpstreamDown      = "08006"
+	codeProtocol          = "08P01"
+	codeAuthFailed        = "28P01"
+	codeInvalidAuthSpec   = "28000"
+	codeInternal          = "XX000"
+	codeFeatureNotSupport = codeUnsupported
+)
+
+// Error is an error raised by the proxy with a SQLSTATE and a message that
+// is safe to show to the client.
+type Error struct {
+	Code    string
+	Message string
+	Detail  string
+	Hint    string
+	// cause is logged, never sent.
+	cause error
+}
+
+func (e *Error) Error() string {
+	if e.cause != nil {
+		return e.Message + ": " + e.cause.Error()
+	}
+	return e.Message
+}
+
+// SQLState implements the interface the error mapping looks for.
+func (e *Error) SQLState() string { return e.Code }
+
+func (e *Error) Unwrap() error { return e.cause }
+
+func newError(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// sqlStater is implemented by every client-facing error of this module
+// (rewrite.RejectError, budget errors, scram errors, *Error).
+type sqlStater interface{ SQLState() string }
+
+// detailer optionally adds detail, hint and position to a client error.
+type detailer interface {
+	ClientDetail() (detail, hint string, position int32)
+}
+
+// safeMessager optionally gives a client-safe message different from Error().
+type safeMessager interface{ ClientMessage() string }
+
+// errorResponse maps any error to an ErrorResponse. Errors that do not carry
+// a SQLSTATE are internal: the client gets XX000 and a generic text; the
+// caller logs the full error.
+func errorResponse(err error) *pgproto3.ErrorResponse {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Only reached for statements that never read a private table (see
+		// session.passThrough); private query failures are replaced first.
+		return &pgproto3.ErrorResponse{
+			Severity: pgErr.Severity, SeverityUnlocalized: pgErr.Severity,
+			Code: pgErr.Code, Message: pgErr.Message, Detail: pgErr.Detail, Hint: pgErr.Hint,
+			Position: pgErr.Position,
+		}
+	}
+	var s sqlStater
+	if errors.As(err, &s) {
+		msg := err.Error()
+		var sm safeMessager
+		if errors.As(err, &sm) {
+			msg = sm.ClientMessage()
+		}
+		var pe *Error
+		if errors.As(err, &pe) {
+			msg = pe.Message
+		}
+		r := &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: s.SQLState(), Message: msg}
+		if pe != nil {
+			r.Detail, r.Hint = pe.Detail, pe.Hint
+		}
+		var d detailer
+		if errors.As(err, &d) {
+			r.Detail, r.Hint, r.Position = d.ClientDetail()
+		}
+		return r
+	}
+	return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: codeInternal, Message: "internal error in dpproxy (details are in the proxy log)"}
+}
+
+func fatalResponse(code, msg string) *pgproto3.ErrorResponse {
+	return &pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: msg}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

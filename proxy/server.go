@@ -1,0 +1,283 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/internal/scram"
+	"github.com/dpproxy/dpproxy/rewrite"
+)
+
+// Options tune a Server beyond its configuration.
+type Options struct {
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// MaxMessageSize caps one client message (default 8 MiB).
+	MaxMessageSize int
+	// AnswerCacheSize is the number of noisy answers kept for repeats
+	// (default 4096).
+	AnswerCacheSize int
+}
+
+// Server accepts analyst connections. It is safe for concurrent use; Serve
+// may be called once per listener.
+type Server struct {
+	cfg      *conf.Config
+	log      *slog.Logger
+	opts     Options
+	analyzer *rewrite.Analyzer
+	pool     *pgxpool.Pool // query traffic: read-only sessions
+	ledgerDB *pgxpool.Pool // ledger writes
+	ledger   *budget.Ledger
+	answers  *budget.Cache[*answer]
+	// describes caches the upstream's row description of original private
+	// statements, keyed by their deparsed text.
+	describes *lru.Cache[string, []pgconn.FieldDescription]
+	creds     map[string]scram.Credentials
+	dummy     scram.Credentials // for unknown users, so they look like a wrong password
+	tls       *tls.Config
+	nextID    atomic.Uint64
+	closing   atomic.Bool
+	wg        sync.WaitGroup
+
+	mu        sync.Mutex // guards the fields below
+	listeners map[net.Listener]struct{}
+	sessions  map[*session]struct{}
+	cancels   map[cancelKey]*session
+	upstreams map[*pgconn.PgConn]*session
+}
+
+type cancelKey struct{ pid, secret uint32 }
+
+// New connects to the upstream, opens the ledger (creating schema dpproxy if
+// missing) and prepares authentication. Callers must call Close.
+func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxMessageSize == 0 {
+		opts.MaxMessageSize = 8 << 20
+	}
+	if opts.AnswerCacheSize == 0 {
+		opts.AnswerCacheSize = 4096
+	}
+	s := &Server{
+		cfg: cfg, log: opts.Logger, opts: opts,
+		analyzer:  rewrite.New(cfg, rewrite.Options{}),
+		creds:     map[string]scram.Credentials{},
+		listeners: map[net.Listener]struct{}{},
+		sessions:  map[*session]struct{}{},
+		cancels:   map[cancelKey]*session{},
+		upstreams: map[*pgconn.PgConn]*session{},
+	}
+	var err error
+	if s.answers, err = budget.NewCache[*answer](opts.AnswerCacheSize); err != nil {
+		return nil, err
+	}
+	if s.describes, err = lru.New[string, []pgconn.FieldDescription](1024); err != nil {
+		return nil, err
+	}
+	if cfg.TLS != nil {
+		cert, err := tls.LoadX509KeyPair(cfg.TLS.Cert, cfg.TLS.Key)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: tls: %w", err)
+		}
+		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if cfg.Auth.Method == conf.AuthSCRAM {
+		for _, u := range cfg.Auth.Users {
+			c, err := scram.NewCredentials(u.Password.Reveal())
+			if err != nil {
+				return nil, fmt.Errorf("proxy: credentials for %s: %w", u.Name, err)
+			}
+			s.creds[u.Name] = c
+		}
+		var pw [16]byte
+		rand.Read(pw[:])
+		if s.dummy, err = scram.NewCredentials(fmt.Sprintf("%x", pw)); err != nil {
+			return nil, err
+		}
+	}
+
+	pcfg, err := pgxpool.ParseConfig(cfg.Upstream.Reveal())
+	if err != nil {
+		// The DSN may hold a password: say which key, not the value.
+		return nil, errors.New("proxy: upstream: not a valid postgres:// URL or DSN")
+	}
+	rp := pcfg.ConnConfig.RuntimeParams
+	// Every query connection is read-only by default and resolves names
+	// the way the rewrite assumes (catalog first, then public).
+	rp["default_transaction_read_only"] = "on"
+	rp["search_path"] = "public"
+	if rp["application_name"] == "" {
+		rp["application_name"] = "dpproxy"
+	}
+	pcfg.MaxConns = 512
+	pcfg.MinConns = 0
+	pcfg.ConnConfig.OnNotice = s.routeNotice
+	if s.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+		return nil, fmt.Errorf("proxy: upstream pool: %w", err)
+	}
+	lcfg, _ := pgxpool.ParseConfig(cfg.Upstream.Reveal())
+	lcfg.MaxConns = 16
+	lcfg.ConnConfig.RuntimeParams["application_name"] = "dpproxy-ledger"
+	if s.ledgerDB, err = pgxpool.NewWithConfig(ctx, lcfg); err != nil {
+		s.pool.Close()
+		return nil, fmt.Errorf("proxy: ledger pool: %w", err)
+	}
+	if s.ledger, err = budget.Open(ctx, s.ledgerDB, cfg.Auth.Users); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("proxy: ledger: %w", err)
+	}
+	return s, nil
+}
+
+// Ledger returns the server's budget ledger (for operators and tests).
+func (s *Server) Ledger() *budget.Ledger { return s.ledger }
+
+// routeNotice sends a notice raised upstream (e.g. by a pass-through
+// statement) to the client of the session holding that connection. pgconn
+// calls it on the session's own goroutine while it reads a result.
+func (s *Server) routeNotice(pc *pgconn.PgConn, n *pgconn.Notice) {
+	s.mu.Lock()
+	target := s.upstreams[pc]
+	s.mu.Unlock()
+	if target != nil {
+		target.forwardNotice(n)
+	}
+}
+
+// Serve accepts connections on ln until Shutdown or Close. It returns
+// net.ErrClosed after a shutdown, any other accept error otherwise.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		return net.ErrClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return net.ErrClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Temporary failure (e.g. out of file descriptors): back off as net/http does.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		sess := s.newSession(conn)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			sess.serve()
+		}()
+	}
+}
+
+// Shutdown stops accepting, lets every running query finish, then closes
+// idle sessions with 57P01. If ctx ends first, remaining sessions are closed
+// at once and ctx.Err() is returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closing.Store(true)
+	s.mu.Lock()
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	for sess := range s.sessions {
+		sess.wakeForShutdown()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for sess := range s.sessions {
+			sess.client.Close()
+		}
+		s.mu.Unlock()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Close releases the upstream pools. Call it after Shutdown.
+func (s *Server) Close() {
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	if s.ledgerDB != nil {
+		s.ledgerDB.Close()
+	}
+}
+
+func (s *Server) register(sess *session) (cancelKey, error) {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return cancelKey{}, err
+		}
+		k := cancelKey{binary.BigEndian.Uint32(b[:4]), binary.BigEndian.Uint32(b[4:])}
+		s.mu.Lock()
+		if _, taken := s.cancels[k]; !taken {
+			s.cancels[k] = sess
+			s.sessions[sess] = struct{}{}
+			s.mu.Unlock()
+			return k, nil
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *Server) unregister(sess *session) {
+	s.mu.Lock()
+	delete(s.sessions, sess)
+	if sess.key != (cancelKey{}) {
+		delete(s.cancels, sess.key)
+	}
+	s.mu.Unlock()
+}
+
+// cancel forwards a client's CancelRequest to the upstream backend of the
+// session holding that key. Unknown keys are ignored, as PostgreSQL does.
+func (s *Server) cancel(k cancelKey) {
+	s.mu.Lock()
+	sess := s.cancels[k]
+	s.mu.Unlock()
+	if sess == nil {
+		return
+	}
+	sess.cancelUpstream()
+}

@@ -1,0 +1,149 @@
+package rewrite
+
+import "github.com/dpproxy/dpproxy/conf"
+
+// Kind says what the proxy must do with a statement.
+type Kind int
+
+const (
+	// KindPrivate is a DP aggregate over one private table: Statement.Plan
+	// holds the rewritten SQL and how to noise its result.
+	KindPrivate Kind = iota + 1
+	// KindPassThrough reads only catalogs, public tables or no table at
+	// all, and every function it calls is allowlisted: it is sent to the
+	// upstream as Statement.SQL (the deparsed, validated statement).
+	KindPassThrough
+	// KindSetDP is SET dp.<name> = value / RESET dp.<name>: Statement.Setting.
+	KindSetDP
+	// KindShowDP is SHOW dp.<name> (dp.budget, dp.epsilon, ...).
+	KindShowDP
+	// KindExplainDP is EXPLAIN DP <query>: Statement.Plan is the plan of the
+	// inner query; nothing runs and nothing is charged.
+	KindExplainDP
+	// KindEmpty is an empty query string (EmptyQueryResponse).
+	KindEmpty
+)
+
+// Statement is one analysed SQL statement.
+type Statement struct {
+	Kind Kind
+	// SQL is what to send upstream for KindPassThrough; the original text
+	// of the statement otherwise.
+	SQL string
+	// Key identifies the statement with its constants (the deparsed parse
+	// tree), for the answer cache: same Key, same question.
+	Key string
+	// Fingerprint is pg_query's fingerprint (constants removed), for logs.
+	Fingerprint string
+	// Tag is the command tag for CommandComplete of session commands
+	// ("SET", "RESET", "SHOW").
+	Tag string
+	// Setting is set for KindSetDP/KindShowDP: the name after "dp."
+	// (lower case) and, for SET, the value as written ("" for RESET).
+	Setting *Setting
+	// Plan is set for KindPrivate and KindExplainDP.
+	Plan *Plan
+}
+
+// Setting is a dp.* session setting.
+type Setting struct {
+	Name  string // "epsilon", "delta", "mechanism", "budget", "notices", ...
+	Value string // as written; "" for RESET and SHOW
+	Reset bool
+}
+
+// AggKind is an aggregate the rewrite knows how to bound.
+type AggKind int
+
+const (
+	// AggCount is COUNT(*) or COUNT(col).
+	AggCount AggKind = iota + 1
+	// AggCountDistinctUnit is COUNT(DISTINCT privacy_unit).
+	AggCountDistinctUnit
+	// AggSum is SUM(col) over a clamped column.
+	AggSum
+	// AggAvg is AVG(col) over a clamped column: released as
+	// mid + noisy(sum - mid*count) / noisy(count), clamped to [Lower, Upper].
+	AggAvg
+)
+
+// Output is one column of the original query's result, in order.
+type Output struct {
+	// GroupKey is the index into Plan.GroupKeys when this output is a
+	// group key, or -1.
+	GroupKey int
+	// Agg is set when this output is an aggregate.
+	Agg *Aggregate
+}
+
+// Aggregate is one aggregate of the original query and where its exact,
+// bounded values are found in the rewritten query's result.
+type Aggregate struct {
+	Kind AggKind
+	// Func is the aggregate as written, lower case ("count", "sum", "avg").
+	Func string
+	// Column is the argument column, "" for COUNT(*).
+	Column string
+	// Lower and Upper are the clamping bounds (AggSum, AggAvg).
+	Lower, Upper float64
+	// SumCol and CountCol index Plan's result columns: AggSum uses SumCol,
+	// AggCount and AggCountDistinctUnit use CountCol, AggAvg uses both.
+	// -1 where unused.
+	SumCol, CountCol int
+}
+
+// GroupKey is one GROUP BY key of the original query.
+type GroupKey struct {
+	// Column is the key column (lower case) when the key is a plain column.
+	Column string
+	// PublicValues, when set, are the configured public values: every
+	// combination of them is released, and no other value.
+	PublicValues []string
+	// ResultCol is the key's index in the rewritten query's result.
+	ResultCol int
+}
+
+// Plan is a rewritten private query.
+type Plan struct {
+	Table *conf.Table
+	// SQL is the rewritten query. It reads the private table only through
+	// per-unit pre-aggregation, clamping and contribution bounding. It takes
+	// the client's parameters $1..$NumParams unchanged and one more,
+	// $(NumParams+1) of type text: a fresh secret salt per execution that
+	// keys the hash deciding which groups each unit keeps.
+	SQL string
+	// NumParams is the number of client parameters ($n) of the original.
+	NumParams int
+	// DescribeSQL is the original statement (deparsed), used to ask the
+	// upstream for the result's column names and types without running it.
+	DescribeSQL string
+	Outputs     []Output
+	Aggregates  []*Aggregate
+	GroupKeys   []GroupKey
+	// UnitsCol is the result column holding the number of distinct privacy
+	// units in each group (after bounding), for partition selection.
+	UnitsCol int
+	// PartitionSelection is true when some group key has no public values:
+	// a group is released only if its noisy unit count passes a threshold.
+	PartitionSelection bool
+	// MaxGroups is the L0 bound used for sensitivity: 1 without GROUP BY,
+	// min(max_groups_per_unit, number of public key combinations) when all
+	// keys are public, max_groups_per_unit otherwise.
+	MaxGroups int64
+	// MaxRows is the table's max_rows_per_unit.
+	MaxRows int64
+	// OrderBy and Limit are applied by the proxy to the noisy rows
+	// (post-processing). Limit < 0 means none.
+	OrderBy []OrderKey
+	Limit   int64
+	Offset  int64
+}
+
+// OrderKey sorts the released rows by output column Output (0-based).
+type OrderKey struct {
+	Output     int
+	Descending bool
+	// NullsFirst follows PostgreSQL's default unless given: NULLS LAST for
+	// ascending, NULLS FIRST for descending.
+	NullsFirst bool
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The one test command (README, .ci/run): finds or installs what the tests
+# need, then runs go vet and every test (unit tests with -race, e2e against a
+# throwaway PostgreSQL). Extra arguments go to `go test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# PostgreSQL server binaries (initdb, postgres) for the throwaway test
+# server, unless the tests are pointed at an existing one.
+have_pg() {
+  command -v initdb >/dev/null 2>&1 && return 0
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
+}
+if [ -z "${DPPROXY_TEST_UPSTREAM:-}" ] && ! have_pg; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "test.sh: installing PostgreSQL server binaries (Debian package postgresql)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+  else
+    echo "test.sh: no PostgreSQL server binaries found; install PostgreSQL (e.g. apt-get install postgresql) or set DPPROXY_TEST_UPSTREAM" >&2
+    [ "${CI:-}" = true ] && exit 1
+  fi
+fi
+
+if ! command -v gcc >/dev/null 2>&1; then
+  echo "test.sh: gcc is required (pg_query_go uses cgo)" >&2
+  exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+echo "== go test -race"
+go test -race -count=1 -timeout 20m "$@" ./...
