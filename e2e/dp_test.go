@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 var ctx = context.Background()
@@ -80,22 +81,22 @@ func toString(v any) string {
 // queryFloat runs a one-row, one-column query and returns its value.
 func queryFloat(t *testing.T, conn *pgx.Conn, sql string) float64 {
 	t.Helper()
-	var s string
-	if err := conn.QueryRow(ctx, sql).Scan(&s); err != nil {
+	var v pgtype.Numeric
+	if err := conn.QueryRow(ctx, sql).Scan(&v); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		t.Fatalf("%s: %q is not a number", sql, s)
+	f, err := v.Float64Value()
+	if err != nil || !f.Valid {
+		t.Fatalf("%s: %v is not a number", sql, v)
 	}
-	return f
+	return f.Float64
 }
 
 // boundedCount is the exact count after contribution bounding with R rows
 // per unit, computed directly on the database (the truth the noise is
 // added to).
 func boundedCount(t *testing.T, where string, r int) float64 {
-	return queryFloat(t, direct(t), "SELECT coalesce(sum(least(n, "+strconv.Itoa(r)+")), 0)::text FROM (SELECT customer_id, count(*) n FROM orders WHERE "+where+" GROUP BY customer_id) p")
+	return queryFloat(t, direct(t), "SELECT coalesce(sum(least(n, "+strconv.Itoa(r)+")), 0) FROM (SELECT customer_id, count(*) n FROM orders WHERE "+where+" GROUP BY customer_id) p")
 }
 
 func TestCountIsNoisyButNearTheTruth(t *testing.T) {
@@ -106,7 +107,7 @@ func TestCountIsNoisyButNearTheTruth(t *testing.T) {
 	for i := range 5 {
 		where := "amount < " + strconv.Itoa(10000+i)
 		truth := boundedCount(t, where, 8)
-		got := queryFloat(t, conn, "SELECT count(*)::text FROM orders WHERE "+where)
+		got := queryFloat(t, conn, "SELECT count(*) FROM orders WHERE "+where)
 		if math.Abs(got-truth) > tol {
 			t.Errorf("count(*) WHERE %s = %v, true bounded count %v: off by more than %v", where, got, truth, tol)
 		}
@@ -251,7 +252,7 @@ func TestBudgetChargedThenExhausted(t *testing.T) {
 func TestRepeatedQueryIsCachedAndChargedOnce(t *testing.T) {
 	conn := connect(t, "carol", pwCarol)
 	before := showBudget(t, conn)
-	const q = "SELECT sum(amount)::text FROM orders WHERE quantity = 2"
+	const q = "SELECT sum(amount) FROM orders WHERE quantity = 2"
 	a := queryFloat(t, conn, q)
 	b := queryFloat(t, conn, q)
 	if a != b {

@@ -3,28 +3,26 @@ package proxy
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/dpproxy/dpproxy/rewrite"
 )
 
 // SQLSTATE codes the proxy itself raises. The README lists them; rewrite,
 // budget and scram errors carry their own via a SQLState method.
 const (
-	codeSyntax            = "42601"
-	codeUnsupported       = "0A000"
-	codeForbidden         = "42501"
-	codeInvalidParameter  = "22023"
-	codeBudgetExceeded    = "53400"
-	codeCanceled          = "57014"
-	codeAdminShutdown     = "57P01"
-	codeUpstreamDown      = "08006"
-	codeProtocol          = "08P01"
-	codeAuthFailed        = "28P01"
-	codeInvalidAuthSpec   = "28000"
-	codeInternal          = "XX000"
-	codeFeatureNotSupport = codeUnsupported
+	codeUnsupported      = "0A000"
+	codeForbidden        = "42501"
+	codeInvalidParameter = "22023"
+	codeCanceled         = "57014"
+	codeAdminShutdown    = "57P01"
+	codeUpstreamDown     = "08006"
+	codeProtocol         = "08P01"
+	codeAuthFailed       = "28P01"
+	codeInvalidAuthSpec  = "28000"
+	codeInternal         = "XX000"
 )
 
 // Error is an error raised by the proxy with a SQLSTATE and a message that
@@ -58,14 +56,6 @@ func newError(code, format string, args ...any) *Error {
 // (rewrite.RejectError, budget errors, scram errors, *Error).
 type sqlStater interface{ SQLState() string }
 
-// detailer optionally adds detail, hint and position to a client error.
-type detailer interface {
-	ClientDetail() (detail, hint string, position int32)
-}
-
-// safeMessager optionally gives a client-safe message different from Error().
-type safeMessager interface{ ClientMessage() string }
-
 // errorResponse maps any error to an ErrorResponse. Errors that do not carry
 // a SQLSTATE are internal: the client gets XX000 and a generic text; the
 // caller logs the full error.
@@ -80,13 +70,16 @@ func errorResponse(err error) *pgproto3.ErrorResponse {
 			Position: pgErr.Position,
 		}
 	}
+	var rej *rewrite.RejectError
+	if errors.As(err, &rej) {
+		return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: rej.Code,
+			Message: rej.Message, Detail: rej.Detail, Hint: rej.Hint, Position: rej.Position}
+	}
 	var s sqlStater
 	if errors.As(err, &s) {
+		// Every error type with a SQLState keeps its Error() text safe for
+		// clients (budget.UnavailableError, for one, keeps its cause apart).
 		msg := err.Error()
-		var sm safeMessager
-		if errors.As(err, &sm) {
-			msg = sm.ClientMessage()
-		}
 		var pe *Error
 		if errors.As(err, &pe) {
 			msg = pe.Message
@@ -94,10 +87,6 @@ func errorResponse(err error) *pgproto3.ErrorResponse {
 		r := &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: s.SQLState(), Message: msg}
 		if pe != nil {
 			r.Detail, r.Hint = pe.Detail, pe.Hint
-		}
-		var d detailer
-		if errors.As(err, &d) {
-			r.Detail, r.Hint, r.Position = d.ClientDetail()
 		}
 		return r
 	}
@@ -107,5 +96,3 @@ func errorResponse(err error) *pgproto3.ErrorResponse {
 func fatalResponse(code, msg string) *pgproto3.ErrorResponse {
 	return &pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: msg}
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }

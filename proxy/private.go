@@ -56,6 +56,7 @@ type releaseSpec struct {
 	// Partition selection: a group is released when its noisy number of
 	// units reaches threshold.
 	sel       part
+	selDelta  float64 // δ of the selection: noise and threshold together
 	noiseDel  float64
 	threshold float64
 }
@@ -90,11 +91,14 @@ func (ss *session) releaseSpec(plan *rewrite.Plan) (*releaseSpec, error) {
 		spec.aggs = append(spec.aggs, as)
 	}
 	if plan.PartitionSelection {
-		spec.sel = part{sensitivity.DistinctUnits(l0), sel}
+		// The selection's δ pays for the threshold (the chance that a group
+		// of one person passes it); Gaussian noise takes half of it.
 		thresholdDelta := sel.Delta
 		if gaussian {
 			spec.noiseDel, thresholdDelta = sel.Delta/2, sel.Delta/2
 		}
+		spec.sel = part{sensitivity.DistinctUnits(l0), sensitivity.Share{Epsilon: sel.Epsilon, Delta: spec.noiseDel}}
+		spec.selDelta = sel.Delta
 		spec.threshold, err = mech.Threshold(l0, 1, sel.Epsilon, spec.noiseDel, thresholdDelta)
 		if err != nil {
 			return nil, newError(codeInvalidParameter, "partition selection: %v", err)
@@ -575,7 +579,7 @@ func (ss *session) explainDP(ctx context.Context, st *rewrite.Statement) error {
 		}
 	}
 	if plan.PartitionSelection {
-		add("Partition selection: a group is released when its noisy count of units (L∞=1, ε=%s δ=%s) reaches %s", formatNum(spec.sel.share.Epsilon), formatNum(spec.sel.share.Delta), roundBound(spec.threshold))
+		add("Partition selection: a group is released when its noisy count of units (L∞=1, ε=%s δ=%s) reaches %s", formatNum(spec.sel.share.Epsilon), formatNum(spec.selDelta), roundBound(spec.threshold))
 	}
 	if sp, err := ss.srv.ledger.Spent(ctx, ss.user.Name); err == nil {
 		add("Budget: ε remaining %s now, %s after this query; δ remaining %s now, %s after", formatNum(sp.EpsilonRemaining()), formatNum(math.Max(0, sp.EpsilonRemaining()-spec.total.Epsilon)),

@@ -1,0 +1,137 @@
+package conf
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+const good = `
+listen: 127.0.0.1:7000
+upstream: postgres://dp@127.0.0.1/shop
+auth:
+  method: scram-sha-256
+  users:
+    - {name: alice, password_env: PW_ALICE, budget: {epsilon: 10, delta: 1.0e-6}}
+privacy:
+  epsilon: 0.5
+  delta: 1.0e-8
+tables:
+  Public.Orders:
+    privacy_unit: Customer_ID
+    columns:
+      amount: {lower: -5, upper: 500}
+      region: {public_values: [north, south]}
+  products: {public: true}
+`
+
+func env(k string) string {
+	if k == "PW_ALICE" {
+		return "s3cret"
+	}
+	return ""
+}
+
+func TestParseGoodConfigWithDefaults(t *testing.T) {
+	c, err := Parse("good.yaml", []byte(good), env)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if c.Listen != "127.0.0.1:7000" || c.Privacy.Mechanism != Laplace || c.Privacy.Ledger != "postgres" {
+		t.Errorf("defaults: %+v", c.Privacy)
+	}
+	if c.Privacy.MaxEpsilonPerQuery != DefaultMaxEpsilonPerQuery {
+		t.Errorf("max_epsilon_per_query = %v, want default %v", c.Privacy.MaxEpsilonPerQuery, DefaultMaxEpsilonPerQuery)
+	}
+	o := c.Table("public", "orders")
+	if o == nil {
+		t.Fatalf("tables: %v; want public.orders (names fold to lower case)", c.Tables)
+	}
+	if o.PrivacyUnit != "customer_id" || o.MaxGroupsPerUnit != DefaultMaxGroupsPerUnit || o.MaxRowsPerUnit != DefaultMaxRowsPerUnit {
+		t.Errorf("orders = %+v", o)
+	}
+	if a := o.Columns["amount"]; !a.HasBounds() || *a.Lower != -5 || *a.Upper != 500 {
+		t.Errorf("amount = %+v", a)
+	}
+	if p := c.Table("public", "products"); p == nil || !p.Public {
+		t.Errorf("products: %+v", p)
+	}
+	if u := c.UserByName("alice"); u == nil || u.Password.Reveal() != "s3cret" {
+		t.Errorf("alice's password not read from PW_ALICE")
+	}
+}
+
+func TestSecretsNeverPrint(t *testing.T) {
+	s := Secret("hunter2")
+	if strings.Contains(s.String(), "hunter2") || strings.Contains(s.LogValue().String(), "hunter2") {
+		t.Errorf("a Secret prints its value")
+	}
+}
+
+// TestParseReportsEveryProblem checks that each bad input is refused with
+// file, key and reason, and that several problems come back at once.
+func TestParseReportsEveryProblem(t *testing.T) {
+	cases := []struct {
+		name, from, to string
+		want           []string
+	}{
+		{"unknown key", "listen: 127.0.0.1:7000", "listen: 127.0.0.1:7000\nlisten_port: 5", []string{"good.yaml", "listen_port"}},
+		{"unknown table key", "privacy_unit: Customer_ID", "privacy_unit: Customer_ID\n    max_rows: 3", []string{"max_rows"}},
+		{"no privacy unit", "privacy_unit: Customer_ID", "max_rows_per_unit: 3", []string{"tables.Public.Orders.privacy_unit", "missing"}},
+		{"privacy unit not a name", "privacy_unit: Customer_ID", "privacy_unit: \"a b\"", []string{"privacy_unit", "not a column name"}},
+		{"one bound", "amount: {lower: -5, upper: 500}", "amount: {lower: -5}", []string{"columns.amount", "both lower and upper"}},
+		{"lower above upper", "amount: {lower: -5, upper: 500}", "amount: {lower: 9, upper: 5}", []string{"columns.amount", "greater than upper"}},
+		{"epsilon zero", "epsilon: 0.5", "epsilon: -1", []string{"privacy.epsilon", "finite number > 0"}},
+		{"epsilon nan", "epsilon: 0.5", "epsilon: .nan", []string{"privacy.epsilon"}},
+		{"epsilon inf", "epsilon: 0.5", "epsilon: .inf", []string{"privacy.epsilon"}},
+		{"delta one", "delta: 1.0e-8", "delta: 1", []string{"privacy.delta", "(0, 1)"}},
+		{"budget delta", "delta: 1.0e-6}", "delta: 2}", []string{"auth.users[0].budget.delta"}},
+		{"budget epsilon", "epsilon: 10,", "epsilon: 0,", []string{"auth.users[0].budget.epsilon"}},
+		{"mechanism", "delta: 1.0e-8", "delta: 1.0e-8\n  mechanism: uniform", []string{"privacy.mechanism", "uniform"}},
+		{"auth method", "method: scram-sha-256", "method: password", []string{"auth.method"}},
+		{"password unset", "PW_ALICE", "PW_NOBODY", []string{"password_env", "PW_NOBODY"}},
+		{"epsilon above max", "epsilon: 0.5", "epsilon: 3\n  max_epsilon_per_query: 2", []string{"exceeds privacy.max_epsilon_per_query"}},
+		{"file ledger", "delta: 1.0e-8", "delta: 1.0e-8\n  ledger: file:/tmp/x", []string{"privacy.ledger"}},
+		{"public with unit", "products: {public: true}", "products: {public: true, privacy_unit: id}", []string{"tables.products", "public table"}},
+		{"bad table name", "products: {public: true}", "a.b.c: {public: true}", []string{"tables.a.b.c"}},
+		{"no upstream", "upstream: postgres://dp@127.0.0.1/shop", "", []string{"upstream", "missing"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if !strings.Contains(good, c.from) {
+				t.Fatalf("test setup: %q not in the good config", c.from)
+			}
+			_, err := Parse("good.yaml", []byte(strings.Replace(good, c.from, c.to, 1)), env)
+			if err == nil {
+				t.Fatalf("Parse accepted the config with %s", c.name)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+	// Two problems at once are both reported.
+	bad := strings.Replace(strings.Replace(good, "epsilon: 0.5", "epsilon: -1", 1), "method: scram-sha-256", "method: nope", 1)
+	_, err := Parse("good.yaml", []byte(bad), env)
+	if err == nil || !strings.Contains(err.Error(), "privacy.epsilon") || !strings.Contains(err.Error(), "auth.method") {
+		t.Errorf("want both problems reported, got %v", err)
+	}
+}
+
+func TestValidEpsilonDelta(t *testing.T) {
+	for _, e := range []float64{0, -1, math.NaN(), math.Inf(1), math.Inf(-1)} {
+		if ValidEpsilon(e) {
+			t.Errorf("ValidEpsilon(%v) = true", e)
+		}
+	}
+	for _, d := range []float64{-1e-9, 1, 2, math.NaN(), math.Inf(1)} {
+		if ValidDelta(d) {
+			t.Errorf("ValidDelta(%v) = true", d)
+		}
+	}
+	if !ValidEpsilon(0.1) || !ValidDelta(0) || !ValidDelta(1e-9) {
+		t.Errorf("valid values refused")
+	}
+}

@@ -1,0 +1,477 @@
+package rewrite
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+
+	"github.com/dpproxy/dpproxy/conf"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+
+const testConfig = `
+upstream: postgres://dp_reader@127.0.0.1:5432/shop
+auth:
+  method: trust
+  users:
+    - name: alice
+      budget: {epsilon: 10, delta: 1.0e-6}
+tables:
+  public.orders:
+    privacy_unit: customer_id
+    max_groups_per_unit: 4
+    max_rows_per_unit: 8
+    columns:
+      amount: {lower: 0, upper: 500}
+      discount: {lower: -2.5, upper: 1000}
+      region: {public_values: [north, south, east, west]}
+      channel: {public_values: [web, "shop's", 'back\slash']}
+  public.products: {public: true}
+  sales.visits:
+    privacy_unit: user_id
+    max_groups_per_unit: 2
+    max_rows_per_unit: 3
+    columns:
+      duration: {lower: 0, upper: 3600}
+`
+
+func newTestAnalyzer(t testing.TB) *Analyzer {
+	t.Helper()
+	cfg, err := conf.Parse("test.yaml", []byte(testConfig), func(string) string { return "" })
+	if err != nil {
+		t.Fatalf("conf.Parse: %v", err)
+	}
+	return New(cfg, Options{})
+}
+
+var kindNames = map[Kind]string{
+	KindPrivate: "private", KindPassThrough: "pass-through", KindSetDP: "set-dp",
+	KindShowDP: "show-dp", KindExplainDP: "explain-dp", KindEmpty: "empty",
+}
+
+var aggNames = map[AggKind]string{
+	AggCount: "count", AggCountDistinctUnit: "count-distinct-unit", AggSum: "sum", AggAvg: "avg",
+}
+
+// render prints the result of Analyze for a golden file.
+func render(stmts []*Statement, err error) string {
+	var b strings.Builder
+	if err != nil {
+		var re *RejectError
+		if !errors.As(err, &re) {
+			return "NOT A RejectError: " + err.Error() + "\n"
+		}
+		fmt.Fprintf(&b, "ERROR %s: %s\n", re.Code, re.Message)
+		if re.Detail != "" {
+			fmt.Fprintf(&b, "DETAIL: %s\n", re.Detail)
+		}
+		if re.Hint != "" {
+			fmt.Fprintf(&b, "HINT: %s\n", re.Hint)
+		}
+		if re.Position != 0 {
+			fmt.Fprintf(&b, "POSITION: %d\n", re.Position)
+		}
+		return b.String()
+	}
+	for i, st := range stmts {
+		fmt.Fprintf(&b, "-- statement %d: %s", i+1, kindNames[st.Kind])
+		if st.Tag != "" {
+			fmt.Fprintf(&b, " (tag %s)", st.Tag)
+		}
+		b.WriteString("\n")
+		if st.Setting != nil {
+			fmt.Fprintf(&b, "setting: name=%q value=%q reset=%v\n", st.Setting.Name, st.Setting.Value, st.Setting.Reset)
+		}
+		if st.Kind != KindEmpty {
+			fmt.Fprintf(&b, "key: %s\n", st.Key)
+		}
+		switch {
+		case st.Plan != nil:
+			renderPlan(&b, st.Plan)
+		case st.Kind == KindPassThrough:
+			fmt.Fprintf(&b, "sql: %s\n", st.SQL)
+		}
+	}
+	return b.String()
+}
+
+func renderPlan(b *strings.Builder, p *Plan) {
+	fmt.Fprintf(b, "%s\n", p.SQL)
+	fmt.Fprintf(b, "-- plan: table=%s params=%d max_groups=%d max_rows=%d partition_selection=%v units_col=%d limit=%d offset=%d\n",
+		p.Table.QualifiedName(), p.NumParams, p.MaxGroups, p.MaxRows, p.PartitionSelection, p.UnitsCol, p.Limit, p.Offset)
+	fmt.Fprintf(b, "-- describe: %s\n", p.DescribeSQL)
+	for i, k := range p.GroupKeys {
+		fmt.Fprintf(b, "-- key %d: column=%s public=%q col=%d\n", i, k.Column, k.PublicValues, k.ResultCol)
+	}
+	for i, a := range p.Aggregates {
+		fmt.Fprintf(b, "-- agg %d: %s func=%s column=%q bounds=[%v,%v] sum_col=%d count_col=%d\n",
+			i, aggNames[a.Kind], a.Func, a.Column, a.Lower, a.Upper, a.SumCol, a.CountCol)
+	}
+	for i, o := range p.Outputs {
+		if o.Agg != nil {
+			fmt.Fprintf(b, "-- output %d: agg %s(%s)\n", i, o.Agg.Func, o.Agg.Column)
+		} else {
+			fmt.Fprintf(b, "-- output %d: key %d\n", i, o.GroupKey)
+		}
+	}
+	for _, o := range p.OrderBy {
+		fmt.Fprintf(b, "-- order: output=%d desc=%v nulls_first=%v\n", o.Output, o.Descending, o.NullsFirst)
+	}
+}
+
+func goldenCases(t testing.TB) []string {
+	files, err := filepath.Glob("testdata/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestGolden compares Analyze's output for testdata/NAME.sql with
+// testdata/NAME.golden. Files named ok_* must be accepted and refuse_*
+// refused, so a regression cannot hide in a regenerated golden file.
+func TestGolden(t *testing.T) {
+	a := newTestAnalyzer(t)
+	files := goldenCases(t)
+	var ok, refused int
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".sql")
+		if strings.HasPrefix(name, "ok_") {
+			ok++
+		} else {
+			refused++
+		}
+		t.Run(name, func(t *testing.T) {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stmts, err := a.Analyze(string(src))
+			switch {
+			case strings.HasPrefix(name, "ok_") && err != nil:
+				t.Errorf("Analyze(%q) refused: %v", src, err)
+			case strings.HasPrefix(name, "refuse_") && err == nil:
+				t.Errorf("Analyze(%q) accepted, want a refusal", src)
+			}
+			got := render(stmts, err)
+			golden := strings.TrimSuffix(f, ".sql") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./rewrite -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("Analyze(%q) =\n%s\nwant\n%s", src, got, want)
+			}
+		})
+	}
+	if ok < 15 || refused < 30 {
+		t.Errorf("golden corpus has %d accepted and %d refused cases, want at least 15 and 30", ok, refused)
+	}
+}
+
+// checkPrivateSQL verifies that a rewritten query parses and reads the
+// private table exactly once, in the innermost per-unit pre-aggregation
+// (GROUP BY the privacy unit first).
+func checkPrivateSQL(t testing.TB, src string, p *Plan) {
+	t.Helper()
+	tree, err := pg_query.Parse(p.SQL)
+	if err != nil {
+		t.Fatalf("rewrite of %q does not parse: %v\n%s", src, err, p.SQL)
+	}
+	if len(tree.Stmts) != 1 {
+		t.Fatalf("rewrite of %q has %d statements", src, len(tree.Stmts))
+	}
+	refs := collectRels(tree.Stmts[0].Stmt.ProtoReflect())
+	if len(refs) != 1 {
+		t.Fatalf("rewrite of %q reads %d relations, want 1:\n%s", src, len(refs), p.SQL)
+	}
+	// Descend through the FROM subqueries to the innermost SELECT.
+	sel := tree.Stmts[0].Stmt.GetSelectStmt()
+	depth := 0
+	for {
+		if sel == nil || len(sel.FromClause) != 1 {
+			t.Fatalf("rewrite of %q: unexpected shape at depth %d:\n%s", src, depth, p.SQL)
+		}
+		sub := sel.FromClause[0].GetRangeSubselect()
+		if sub == nil {
+			break
+		}
+		sel = sub.Subquery.GetSelectStmt()
+		depth++
+	}
+	rv := sel.FromClause[0].GetRangeVar()
+	if rv == nil || rv != refs[0].rv || rv.Schemaname != p.Table.Schema || rv.Relname != p.Table.Name {
+		t.Fatalf("rewrite of %q: innermost FROM is not %s:\n%s", src, p.Table.QualifiedName(), p.SQL)
+	}
+	if want := 1 + min(len(p.GroupKeys), 1); depth != want {
+		t.Errorf("rewrite of %q: private table at depth %d, want %d:\n%s", src, depth, want, p.SQL)
+	}
+	if len(sel.GroupClause) != len(p.GroupKeys)+1 {
+		t.Fatalf("rewrite of %q: innermost GROUP BY has %d items, want unit + %d keys", src, len(sel.GroupClause), len(p.GroupKeys))
+	}
+	first := sel.GroupClause[0].GetColumnRef()
+	if first == nil || first.Fields[len(first.Fields)-1].GetString_().GetSval() != p.Table.PrivacyUnit {
+		t.Errorf("rewrite of %q: innermost GROUP BY does not start with the privacy unit %s", src, p.Table.PrivacyUnit)
+	}
+	// The salt is the last parameter, and no other parameter is added.
+	if n := numParams(tree.Stmts[0].Stmt.GetSelectStmt()); n != p.NumParams+1 {
+		t.Errorf("rewrite of %q: highest parameter $%d, want $%d", src, n, p.NumParams+1)
+	}
+	// Result columns: keys, then dp_units, then each component once.
+	top := tree.Stmts[0].Stmt.GetSelectStmt()
+	seen := map[int]bool{p.UnitsCol: true}
+	if name := top.TargetList[p.UnitsCol].GetResTarget().Name; name != "dp_units" {
+		t.Errorf("rewrite of %q: UnitsCol %d is %q", src, p.UnitsCol, name)
+	}
+	for _, k := range p.GroupKeys {
+		seen[k.ResultCol] = true
+	}
+	for _, a := range p.Aggregates {
+		for _, c := range []int{a.SumCol, a.CountCol} {
+			if c < 0 {
+				continue
+			}
+			if seen[c] || c >= len(top.TargetList) {
+				t.Errorf("rewrite of %q: result column %d used twice or out of range", src, c)
+			}
+			seen[c] = true
+		}
+	}
+	if len(seen) != len(top.TargetList) {
+		t.Errorf("rewrite of %q: %d result columns, %d referenced by the plan", src, len(top.TargetList), len(seen))
+	}
+}
+
+func TestRewrittenSQLReadsTableOnlyPerUnit(t *testing.T) {
+	a := newTestAnalyzer(t)
+	n := 0
+	for _, f := range goldenCases(t) {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts, err := a.Analyze(string(src))
+		if err != nil {
+			continue
+		}
+		for _, st := range stmts {
+			if st.Plan != nil {
+				checkPrivateSQL(t, string(src), st.Plan)
+				n++
+			}
+		}
+	}
+	if n < 10 {
+		t.Errorf("only %d private plans in the corpus", n)
+	}
+}
+
+func TestDesignExamplePlan(t *testing.T) {
+	a := newTestAnalyzer(t)
+	stmts, err := a.Analyze("SELECT region, count(*), sum(amount), avg(amount) FROM orders WHERE amount > 10 GROUP BY region")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := stmts[0].Plan
+	if p == nil || stmts[0].Kind != KindPrivate {
+		t.Fatalf("got %+v, want a private plan", stmts[0])
+	}
+	if p.PartitionSelection || p.MaxGroups != 4 || p.MaxRows != 8 || p.UnitsCol != 1 || p.GroupKeys[0].ResultCol != 0 {
+		t.Errorf("plan bounds = %+v", p)
+	}
+	want := []struct {
+		kind          AggKind
+		sumCol, count int
+	}{{AggCount, -1, 2}, {AggSum, 3, -1}, {AggAvg, 4, 5}}
+	for i, w := range want {
+		g := p.Aggregates[i]
+		if g.Kind != w.kind || g.SumCol != w.sumCol || g.CountCol != w.count {
+			t.Errorf("aggregate %d = %+v, want kind %v sum %d count %d", i, g, w.kind, w.sumCol, w.count)
+		}
+	}
+	for _, frag := range []string{
+		"least(greatest((amount)::numeric, 0), 500)",
+		"md5(concat_ws('|', $1::text, dp_u, g0))",
+		"WHERE dp_rank <= 4",
+		"(region)::text IN ('north', 'south', 'east', 'west')",
+		"sum(least(dp_n, 8))",
+		"8::numeric / dp_n",
+	} {
+		if !strings.Contains(p.SQL, frag) {
+			t.Errorf("rewritten SQL lacks %q:\n%s", frag, p.SQL)
+		}
+	}
+}
+
+func TestAnalyzeStatements(t *testing.T) {
+	a := newTestAnalyzer(t)
+	for _, tc := range []struct {
+		sql   string
+		kinds []Kind
+	}{
+		{"", []Kind{KindEmpty}},
+		{"  ;; ", []Kind{KindEmpty}},
+		{"-- c\n", []Kind{KindEmpty}},
+		{"SELECT 1; SELECT count(*) FROM orders", []Kind{KindPassThrough, KindPrivate}},
+		{"SET dp.epsilon = 1; EXPLAIN DP SELECT count(*) FROM orders; SELECT 2", []Kind{KindSetDP, KindExplainDP, KindPassThrough}},
+		{"explain   DP select sum(amount) from orders", []Kind{KindExplainDP}},
+	} {
+		stmts, err := a.Analyze(tc.sql)
+		if err != nil {
+			t.Errorf("Analyze(%q) = %v", tc.sql, err)
+			continue
+		}
+		var got []Kind
+		for _, st := range stmts {
+			got = append(got, st.Kind)
+			if st.Kind != KindEmpty && (st.Key == "" || len(st.Fingerprint) != 16) {
+				t.Errorf("Analyze(%q): statement %+v lacks Key or Fingerprint", tc.sql, st)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.kinds) {
+			t.Errorf("Analyze(%q) kinds = %v, want %v", tc.sql, got, tc.kinds)
+		}
+	}
+}
+
+func TestKeyKeepsConstants(t *testing.T) {
+	a := newTestAnalyzer(t)
+	s1, err1 := a.Analyze("SELECT count(*) FROM orders WHERE amount > 10")
+	s2, err2 := a.Analyze("select   COUNT(*) from orders where amount > 11")
+	s3, err3 := a.Analyze("select count(*) from orders where amount > 10 -- again")
+	if err := errors.Join(err1, err2, err3); err != nil {
+		t.Fatal(err)
+	}
+	if s1[0].Key == s2[0].Key || s1[0].Key != s3[0].Key {
+		t.Errorf("keys %q %q %q: want different constants to differ and spelling not to matter", s1[0].Key, s2[0].Key, s3[0].Key)
+	}
+	if s1[0].Fingerprint != s2[0].Fingerprint {
+		t.Errorf("fingerprints %q %q differ for queries differing only in constants", s1[0].Fingerprint, s2[0].Fingerprint)
+	}
+}
+
+func TestRejectErrorInterface(t *testing.T) {
+	a := newTestAnalyzer(t)
+	_, err := a.Analyze("SELECT 1;\nSELECT * FROM orders")
+	var st interface{ SQLState() string }
+	if !errors.As(err, &st) || st.SQLState() != CodeForbidden {
+		t.Fatalf("Analyze = %v, want SQLSTATE %s", err, CodeForbidden)
+	}
+	var re *RejectError
+	errors.As(err, &re)
+	// "SELECT * ..." starts at character 11; the * is at 18.
+	if re.Position != 18 {
+		t.Errorf("Position = %d, want 18", re.Position)
+	}
+	_, err = a.Analyze("SELECT 1; EXPLAIN DP SELECT 1 +")
+	if !errors.As(err, &re) || re.Code != CodeSyntax || re.Position != 32 {
+		t.Errorf("Analyze(syntax error after EXPLAIN DP) = %#v, want 42601 at 32", re)
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	a := newTestAnalyzer(t)
+	files := goldenCases(t)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, f := range files {
+				src, _ := os.ReadFile(f)
+				first := render(a.Analyze(string(src)))
+				if again := render(a.Analyze(string(src))); again != first {
+					t.Errorf("Analyze(%q) is not deterministic", src)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// FuzzRewrite checks that Analyze never panics, that every refusal carries
+// a SQLSTATE, that accepted private queries rewrite to SQL that reads the
+// table only per unit, and that pass-through SQL is a fixed point.
+func FuzzRewrite(f *testing.F) {
+	for _, file := range goldenCases(f) {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(bytes.TrimSpace(src)))
+	}
+	a := newTestAnalyzer(f)
+	f.Fuzz(func(t *testing.T, sql string) {
+		stmts, err := a.Analyze(sql)
+		if err != nil {
+			var re *RejectError
+			if !errors.As(err, &re) || len(re.Code) != 5 || re.Message == "" {
+				t.Fatalf("Analyze(%q) = %v: not a RejectError with a SQLSTATE", sql, err)
+			}
+			if re.Position < 0 {
+				t.Fatalf("Analyze(%q): negative position %d", sql, re.Position)
+			}
+			return
+		}
+		if len(stmts) == 0 {
+			t.Fatalf("Analyze(%q) returned no statements", sql)
+		}
+		for _, st := range stmts {
+			switch st.Kind {
+			case KindPrivate, KindExplainDP:
+				checkPrivateSQL(t, sql, st.Plan)
+			case KindPassThrough:
+				again, err := a.Analyze(st.SQL)
+				if err != nil || len(again) != 1 || again[0].Kind != KindPassThrough || again[0].SQL != st.SQL {
+					t.Fatalf("pass-through %q of %q is not a fixed point: %v %v", st.SQL, sql, again, err)
+				}
+			}
+		}
+	})
+}
+
+func TestSessionStatementsKeepText(t *testing.T) {
+	a := newTestAnalyzer(t)
+	stmts, err := a.Analyze("SET dp.epsilon = 0.5;  show dp.budget ;SET application_name = 'x'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"SET dp.epsilon = 0.5", "show dp.budget", "SET application_name = 'x'"}
+	for i, st := range stmts {
+		if st.SQL != want[i] {
+			t.Errorf("statement %d SQL = %q, want %q", i, st.SQL, want[i])
+		}
+	}
+}
+
+func BenchmarkAnalyze(b *testing.B) {
+	a := newTestAnalyzer(b)
+	var corpus []string
+	for _, f := range goldenCases(b) {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		corpus = append(corpus, string(src))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		a.Analyze(corpus[i%len(corpus)])
+	}
+}

@@ -1,0 +1,1 @@
+select Region, AVG(amount) as mean from Orders group by region

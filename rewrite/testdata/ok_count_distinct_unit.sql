@@ -1,0 +1,1 @@
+SELECT count(DISTINCT customer_id) AS customers FROM public.orders

@@ -1,0 +1,2 @@
+SELECT region, count(*), sum(amount), avg(amount)
+FROM orders WHERE amount > 10 GROUP BY region

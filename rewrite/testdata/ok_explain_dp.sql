@@ -1,0 +1,3 @@
+/* from psql */ EXPLAIN dp
+  -- the query
+  SELECT count(*) FROM orders;

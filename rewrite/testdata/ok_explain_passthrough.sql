@@ -1,0 +1,1 @@
+EXPLAIN (COSTS OFF) SELECT * FROM products WHERE id = 1

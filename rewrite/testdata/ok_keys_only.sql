@@ -1,0 +1,1 @@
+SELECT product_id FROM orders GROUP BY product_id

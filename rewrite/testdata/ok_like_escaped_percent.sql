@@ -1,0 +1,1 @@
+SELECT count(*) FROM orders WHERE note LIKE '100\%'

@@ -1,0 +1,1 @@
+SELECT sum(discount), avg(discount) FROM ONLY public.orders

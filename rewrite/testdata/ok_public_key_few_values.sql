@@ -1,0 +1,1 @@
+SELECT channel, count(*) FROM orders GROUP BY channel

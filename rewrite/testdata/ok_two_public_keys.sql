@@ -1,0 +1,1 @@
+SELECT region, channel, count(*) FROM orders GROUP BY 1, 2

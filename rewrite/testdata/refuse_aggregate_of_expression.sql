@@ -1,0 +1,1 @@
+SELECT sum(amount * 2) FROM orders

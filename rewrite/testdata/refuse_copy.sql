@@ -1,0 +1,1 @@
+COPY orders TO STDOUT

@@ -1,0 +1,1 @@
+SELECT * FROM otherdb.public.products

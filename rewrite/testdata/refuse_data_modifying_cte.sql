@@ -1,0 +1,1 @@
+WITH d AS (DELETE FROM products RETURNING *) SELECT * FROM d

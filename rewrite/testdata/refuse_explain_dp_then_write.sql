@@ -1,0 +1,1 @@
+EXPLAIN DP SELECT count(*) FROM orders; UPDATE products SET id = 2

@@ -1,0 +1,1 @@
+SELECT count(*) FILTER (WHERE amount > 3) FROM orders

@@ -1,0 +1,1 @@
+SELECT * FROM products FOR UPDATE

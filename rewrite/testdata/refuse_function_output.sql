@@ -1,0 +1,1 @@
+SELECT lower(region), count(*) FROM orders GROUP BY region

@@ -1,0 +1,1 @@
+SELECT customer_id, count(*) FROM orders GROUP BY 1

@@ -1,0 +1,1 @@
+SELECT count(*) FROM orders LIMIT $1

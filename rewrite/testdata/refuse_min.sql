@@ -1,0 +1,1 @@
+SELECT min(amount) FROM orders

@@ -1,0 +1,1 @@
+SELECT count(*) FROM orders GROUP BY region ORDER BY region

@@ -1,0 +1,1 @@
+SELECT count(*) OVER () FROM orders

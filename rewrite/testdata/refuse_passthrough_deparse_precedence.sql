@@ -1,0 +1,1 @@
+SELECT (0 = 0) BETWEEN 0 AND 0

@@ -1,0 +1,1 @@
+SELECT c FROM pg_class c

@@ -1,0 +1,1 @@
+SELECT sequencename, last_value FROM pg_sequences

@@ -1,0 +1,1 @@
+SELECT relname, reltuples FROM pg_class

@@ -1,0 +1,1 @@
+SET LOCAL dp.epsilon = 5

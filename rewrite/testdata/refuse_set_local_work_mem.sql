@@ -1,0 +1,1 @@
+SET LOCAL work_mem = '1GB'

@@ -1,0 +1,1 @@
+SELECT sum(DISTINCT amount) FROM orders

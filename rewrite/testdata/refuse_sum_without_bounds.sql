@@ -1,0 +1,1 @@
+SELECT sum(quantity) FROM orders

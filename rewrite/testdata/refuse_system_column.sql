@@ -1,0 +1,1 @@
+SELECT count(*) FROM orders WHERE ctid = '(0,1)'

@@ -1,0 +1,1 @@
+SELECT o.*, count(*) FROM orders o

@@ -1,0 +1,1 @@
+SELECT count(*) FROM orders UNION ALL SELECT count(*) FROM products

@@ -1,0 +1,1 @@
+SELECT count(*) FROM orders WHERE amount = ANY('{1,2}')

@@ -1,0 +1,1 @@
+SELECT count(*) FROM orders WHERE length(email) > 3

@@ -1,0 +1,1 @@
+SELECT count(o) FROM orders o

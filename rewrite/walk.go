@@ -1,0 +1,177 @@
+package rewrite
+
+import (
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/dpproxy/dpproxy/conf"
+)
+
+// children calls visit for every message directly below m (fields and list
+// elements), in field order. Node wrappers are messages too, so a walk over
+// children reaches every node of a parse tree whatever its type: a new node
+// type in pg_query cannot hide a relation or a function call from the checks.
+func children(m protoreflect.Message, skip protoreflect.Name, visit func(protoreflect.Message)) {
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Name() == skip || fd.Message() == nil || fd.IsMap() {
+			return true
+		}
+		if fd.IsList() {
+			l := v.List()
+			for i := 0; i < l.Len(); i++ {
+				visit(l.Get(i).Message())
+			}
+			return true
+		}
+		visit(v.Message())
+		return true
+	})
+}
+
+// walk visits m and everything below it, pre-order. fn returns false to
+// skip the children of a message.
+func walk(m protoreflect.Message, fn func(protoreflect.Message) bool) {
+	if !fn(m) {
+		return
+	}
+	children(m, "", func(c protoreflect.Message) { walk(c, fn) })
+}
+
+// relClass is what a relation reference resolves to.
+type relClass int
+
+const (
+	relCTE relClass = iota + 1
+	relCatalog
+	relPublic
+	relPrivate
+)
+
+// relRef is one RangeVar of a statement, resolved as PostgreSQL would with
+// the search path pg_catalog, public.
+type relRef struct {
+	rv     *pg_query.RangeVar
+	class  relClass
+	schema string // "" for a CTE
+	name   string
+	table  *conf.Table // relPublic, relPrivate
+}
+
+func (r *relRef) qualified() string {
+	if r.schema == "" {
+		return r.name
+	}
+	return r.schema + "." + r.name
+}
+
+// collectRels returns every RangeVar below m with the CTE names in scope
+// where it occurs. A CTE of a WITH list is visible in the statement's body
+// and in the later CTEs of the list (in all of them with RECURSIVE).
+func collectRels(m protoreflect.Message) []*relRef {
+	var refs []*relRef
+	var visit func(m protoreflect.Message, scope []string)
+	visit = func(m protoreflect.Message, scope []string) {
+		switch n := m.Interface().(type) {
+		case *pg_query.RangeVar:
+			refs = append(refs, &relRef{rv: n, class: relCTEIf(n, scope)})
+			return
+		case *pg_query.SelectStmt:
+			if w := n.GetWithClause(); w != nil {
+				names := make([]string, 0, len(w.Ctes))
+				for _, c := range w.Ctes {
+					names = append(names, c.GetCommonTableExpr().GetCtename())
+				}
+				for i, c := range w.Ctes {
+					visible := names[:i]
+					if w.Recursive {
+						visible = names
+					}
+					visit(c.ProtoReflect(), concat(scope, visible))
+				}
+				body := concat(scope, names)
+				children(m, "with_clause", func(c protoreflect.Message) { visit(c, body) })
+				return
+			}
+		}
+		children(m, "", func(c protoreflect.Message) { visit(c, scope) })
+	}
+	visit(m, nil)
+	return refs
+}
+
+func concat(a, b []string) []string {
+	out := make([]string, 0, len(a)+len(b))
+	return append(append(out, a...), b...)
+}
+
+// relCTEIf returns relCTE when rv is an unqualified name of a CTE in scope,
+// else 0 (to be resolved against the catalog and the configuration).
+func relCTEIf(rv *pg_query.RangeVar, scope []string) relClass {
+	if rv.Schemaname != "" || rv.Catalogname != "" {
+		return 0
+	}
+	for _, s := range scope {
+		if s == rv.Relname {
+			return relCTE
+		}
+	}
+	return 0
+}
+
+// statsRelations hold values or counts from tables.
+var statsRelations = map[string]bool{
+	"pg_statistic":          true,
+	"pg_statistic_ext":      true,
+	"pg_statistic_ext_data": true,
+	"pg_stats":              true,
+	"pg_stats_ext":          true,
+	"pg_stats_ext_exprs":    true,
+}
+
+// resolve classifies every reference, refusing statistics catalogs,
+// cross-database names and tables that are not configured.
+func (a *Analyzer) resolve(refs []*relRef) error {
+	for _, r := range refs {
+		rv := r.rv
+		if r.class == relCTE {
+			r.name = rv.Relname
+			continue
+		}
+		if rv.Catalogname != "" {
+			return reject(CodeForbidden, rv.Location, "cross-database reference %q is refused", rv.Catalogname+"."+rv.Schemaname+"."+rv.Relname)
+		}
+		r.schema, r.name = rv.Schemaname, rv.Relname
+		if r.schema == "" {
+			r.schema = "public"
+			if strings.HasPrefix(r.name, "pg_") {
+				r.schema = "pg_catalog"
+			}
+		}
+		switch r.schema {
+		case "pg_catalog", "information_schema":
+			if r.schema == "pg_catalog" && (statsRelations[r.name] ||
+				strings.HasPrefix(r.name, "pg_stat_") || strings.HasPrefix(r.name, "pg_statio_")) {
+				return reject(CodeForbidden, rv.Location, "reading %s is refused: pg_stats holds data values from tables", r.qualified())
+			}
+			if r.schema == "pg_catalog" && r.name == "pg_sequences" {
+				return reject(CodeForbidden, rv.Location, "reading %s is refused: sequence values count the rows inserted into tables", r.qualified())
+			}
+			r.class = relCatalog
+			continue
+		}
+		t := a.cfg.Table(r.schema, r.name)
+		switch {
+		case t == nil:
+			return reject(CodeForbidden, rv.Location, "table %q is not configured in dpproxy", r.qualified()).
+				withHint("Only tables listed under tables: in the configuration can be read.")
+		case t.Public:
+			r.class = relPublic
+		default:
+			r.class = relPrivate
+		}
+		r.table = t
+	}
+	return nil
+}
