@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -54,28 +55,12 @@ func showBudget(t *testing.T, conn *pgx.Conn) budgetRow {
 }
 
 func toFloat(v any) (float64, error) {
-	switch x := v.(type) {
-	case int64:
-		return float64(x), nil
-	case int32:
-		return float64(x), nil
-	case float64:
-		return x, nil
-	case interface{ Float64Value() (pgtypeFloat8, error) }:
-		f, err := x.Float64Value()
-		return f.Float64, err
+	n, ok := v.(pgtype.Numeric)
+	if !ok {
+		return 0, fmt.Errorf("%T is not numeric", v)
 	}
-	return strconv.ParseFloat(strings.TrimSpace(toString(v)), 64)
-}
-
-func toString(v any) string {
-	if s, ok := v.(interface{ String() string }); ok {
-		return s.String()
-	}
-	if s, ok := v.(string); ok {
-		return s
-	}
-	return ""
+	f, err := n.Float64Value()
+	return f.Float64, err
 }
 
 // queryFloat runs a one-row, one-column query and returns its value.
@@ -144,7 +129,7 @@ func TestResultShapeAndPublicKeys(t *testing.T) {
 	for rows.Next() {
 		var region string
 		var count int64
-		var sum, avg pgtypeNumeric
+		var sum, avg pgtype.Numeric
 		if err := rows.Scan(&region, &count, &sum, &avg); err != nil {
 			t.Fatal(err)
 		}

@@ -4,43 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/dpproxy/dpproxy/proxy"
 )
-
-// startProxy runs a second proxy on the shared configuration, for tests
-// that stop it.
-func startProxy(t *testing.T) (*proxy.Server, string, chan error) {
-	t.Helper()
-	srv, err := proxy.New(ctx, env.cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	return srv, ln.Addr().String(), done
-}
-
-func dialAt(addr, user, password string) (*pgx.Conn, error) {
-	cc, err := pgx.ParseConfig(fmt.Sprintf("postgres://%s:%s@%s/shop?sslmode=disable", user, password, addr))
-	if err != nil {
-		return nil, err
-	}
-	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	return pgx.ConnectConfig(ctx, cc)
-}
 
 func TestGracefulShutdownLetsRunningQueriesFinish(t *testing.T) {
 	srv, addr, served := startProxy(t)
