@@ -2,6 +2,7 @@ package budget
 
 import (
 	"fmt"
+	"strconv"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 )
@@ -22,9 +23,23 @@ type CacheKey struct {
 	Params string
 }
 
-// Cache is a bounded LRU cache of noisy answers. It is safe for concurrent
-// use. It lives in memory only: after a restart a repeated query is charged
-// and noised afresh, which costs budget but leaks nothing.
+// Hash is the hex SHA-256 of every field of k, the key of k's answer in
+// dpproxy.answers. Fields are length-prefixed, so no two keys share an
+// encoding; ε and δ are encoded as their shortest round-trip decimals.
+func (k CacheKey) Hash() string {
+	var b []byte
+	for _, f := range []string{"dpproxy-answer-v1", k.Analyst, k.Query, decimal(k.Epsilon), decimal(k.Delta), k.Mechanism, k.Params} {
+		b = strconv.AppendInt(b, int64(len(f)), 10)
+		b = append(b, ':')
+		b = append(b, f...)
+	}
+	return sum256(b)
+}
+
+// Cache is a bounded LRU cache of noisy answers in front of the ledger's
+// durable dpproxy.answers (see Claim). It is safe for concurrent use.
+// Callers add an answer only after the ledger stored it, so the memory
+// cache never holds an answer the ledger does not.
 type Cache[V any] struct {
 	lru *lru.Cache[CacheKey, V] // does its own locking
 }
@@ -42,7 +57,7 @@ func NewCache[V any](size int) (*Cache[V], error) {
 func (c *Cache[V]) Get(k CacheKey) (V, bool) { return c.lru.Get(k) }
 
 // Add caches v for k, evicting the least recently used answer when full.
-// Callers add an answer only after its charge is recorded.
+// Callers add an answer only after Claim.Store (or Claim.Cached) has it.
 func (c *Cache[V]) Add(k CacheKey, v V) { c.lru.Add(k, v) }
 
 // Len is the number of cached answers.

@@ -91,7 +91,7 @@ func users(pairs ...any) []conf.User {
 
 func mustOpen(t *testing.T, pool *pgxpool.Pool, us []conf.User) *Ledger {
 	t.Helper()
-	l, err := Open(context.Background(), pool, us)
+	l, err := Open(context.Background(), pool, us, Options{})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -124,7 +124,7 @@ func numEq(t *testing.T, a, b string) bool {
 }
 
 func chargeCount(t *testing.T, pool *pgxpool.Pool, analyst string) string {
-	return queryText(t, pool, `SELECT count(*)::text FROM dpproxy.charges WHERE analyst = $1`, analyst)
+	return queryText(t, pool, `SELECT count(*)::text FROM dpproxy.charges WHERE analyst = $1 AND action = 'charge'`, analyst)
 }
 
 func TestOpenIdempotent(t *testing.T) {
@@ -159,7 +159,7 @@ func TestOpenConcurrent(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			_, errs[i] = Open(context.Background(), pools[i], users("alice", 1.0, 0.0, fmt.Sprintf("user%d", i), 1.0, 0.0))
+			_, errs[i] = Open(context.Background(), pools[i], users("alice", 1.0, 0.0, fmt.Sprintf("user%d", i), 1.0, 0.0), Options{})
 		})
 	}
 	close(start)
@@ -193,7 +193,7 @@ func TestChargeAccumulatesExactly(t *testing.T) {
 	if s.EpsilonSpent != 1.0 || s.EpsilonLimit != 1.0 || s.EpsilonRemaining() != 0 {
 		t.Errorf("after ten charges of 0.1: Spend = %+v, remaining %v; want spent 1, limit 1, remaining 0", s, s.EpsilonRemaining())
 	}
-	if got := queryText(t, pool, `SELECT sum(epsilon)::text FROM dpproxy.charges`); got != "1.0" {
+	if got := queryText(t, pool, `SELECT sum(epsilon)::text FROM dpproxy.charges WHERE action = 'charge'`); got != "1.0" {
 		t.Errorf("sum of charges = %s, want 1.0", got)
 	}
 	_, err := l.Charge(ctx, Charge{Analyst: "alice", Epsilon: 1e-9, Fingerprint: "fp"})
@@ -363,8 +363,8 @@ func TestConcurrentCharges(t *testing.T) {
 	}
 	spent := queryText(t, admin, `SELECT epsilon_spent::text FROM dpproxy.budgets WHERE analyst = 'alice'`)
 	dspent := queryText(t, admin, `SELECT delta_spent::text FROM dpproxy.budgets WHERE analyst = 'alice'`)
-	recorded := queryText(t, admin, `SELECT coalesce(sum(epsilon), 0)::text FROM dpproxy.charges WHERE analyst = 'alice'`)
-	drecorded := queryText(t, admin, `SELECT coalesce(sum(delta), 0)::text FROM dpproxy.charges WHERE analyst = 'alice'`)
+	recorded := queryText(t, admin, `SELECT coalesce(sum(epsilon), 0)::text FROM dpproxy.charges WHERE analyst = 'alice' AND action = 'charge'`)
+	drecorded := queryText(t, admin, `SELECT coalesce(sum(delta), 0)::text FROM dpproxy.charges WHERE analyst = 'alice' AND action = 'charge'`)
 	sum := okEps.FloatString(10)
 	if !numEq(t, spent, sum) || !numEq(t, recorded, sum) {
 		t.Errorf("epsilon: successful charges sum to %s, epsilon_spent = %s, dpproxy.charges sum to %s; want all equal", sum, spent, recorded)
@@ -472,7 +472,7 @@ func TestUnavailableStoppedServer(t *testing.T) {
 	defer cancel()
 	_, err := l.Charge(ctx, Charge{Analyst: "alice", Epsilon: 0.1, Fingerprint: "y"})
 	assertUnavailable(t, "Charge", err)
-	_, err = Open(ctx, pool, users("alice", 1.0, 0.0))
+	_, err = Open(ctx, pool, users("alice", 1.0, 0.0), Options{})
 	if err == nil {
 		t.Error("Open on a stopped server succeeded")
 	}
@@ -502,7 +502,7 @@ func TestOpenRejectsBadUsers(t *testing.T) {
 		users("alice", math.NaN(), 0.0),
 		users("alice", 1.0, 1.0),
 	} {
-		if _, err := Open(context.Background(), pool, us); err == nil {
+		if _, err := Open(context.Background(), pool, us, Options{}); err == nil {
 			t.Errorf("Open(%+v) succeeded", us)
 		}
 	}

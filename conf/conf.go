@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"sort"
 	"strings"
@@ -23,6 +24,17 @@ import (
 const (
 	Laplace  = "laplace"
 	Gaussian = "gaussian"
+)
+
+// Accounting methods accepted in privacy.accounting.
+const (
+	// AccountingBasic is sequential composition: ε and δ of every charge
+	// add up (Dwork & Roth, Thm. 3.16).
+	AccountingBasic = "basic"
+	// AccountingZCDP also tracks zero-concentrated DP (Bun & Steinke 2016):
+	// ρ adds up and is converted to (ε, δ) for the budget check; a charge
+	// is admitted when either accounting keeps the budget.
+	AccountingZCDP = "zcdp"
 )
 
 // Auth methods accepted in auth.method.
@@ -41,6 +53,7 @@ const (
 	DefaultMaxGroupsPerUnit   = 4
 	DefaultMaxRowsPerUnit     = 8
 	DefaultLedger             = "postgres"
+	DefaultAccounting         = AccountingBasic
 )
 
 // Secret is a string that never prints: it implements slog.LogValuer and
@@ -66,6 +79,21 @@ type Config struct {
 	Auth     Auth              `yaml:"auth"`
 	Privacy  Privacy           `yaml:"privacy"`
 	Tables   map[string]*Table `yaml:"tables"`
+	Metrics  Metrics           `yaml:"metrics"`
+	Log      Log               `yaml:"log"`
+	Limits   Limits            `yaml:"limits"`
+}
+
+// Metrics configures the Prometheus endpoint.
+type Metrics struct {
+	// Listen is the host:port serving /metrics over HTTP; "" serves none.
+	Listen string `yaml:"listen"`
+}
+
+// Log configures the structured log (standard error).
+type Log struct {
+	Format string `yaml:"format"` // text (default) or json
+	Level  string `yaml:"level"`  // debug, info (default), warn, error
 }
 
 // TLS holds the certificate and key files presented to clients.
@@ -102,6 +130,8 @@ type Privacy struct {
 	Delta              float64 `yaml:"delta"`
 	Mechanism          string  `yaml:"mechanism"`
 	Ledger             string  `yaml:"ledger"`
+	// Accounting is how charges compose: basic (default) or zcdp.
+	Accounting string `yaml:"accounting"`
 }
 
 // Table describes one configured table. Tables not configured are refused.
@@ -201,6 +231,16 @@ func (c *Config) applyDefaults() {
 	if c.Privacy.Ledger == "" {
 		c.Privacy.Ledger = DefaultLedger
 	}
+	if c.Privacy.Accounting == "" {
+		c.Privacy.Accounting = DefaultAccounting
+	}
+	c.Limits.applyDefaults()
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
 	for _, t := range c.Tables {
 		if t == nil || t.Public {
 			continue
@@ -296,10 +336,28 @@ func (c *Config) validate(getenv func(string) string) error {
 	if pr.Ledger != "postgres" && !strings.HasPrefix(pr.Ledger, "file:") {
 		p.add("privacy.ledger", "%q is not postgres or file:PATH", pr.Ledger)
 	} else if strings.HasPrefix(pr.Ledger, "file:") {
-		p.add("privacy.ledger", "file ledgers are not supported yet; use postgres")
+		p.add("privacy.ledger", "file ledgers are not supported: a file cannot be shared safely by several proxies nor hold the answer cache; use postgres (schema dpproxy in the upstream, or any PostgreSQL)")
 	}
+	switch pr.Accounting {
+	case AccountingBasic, AccountingZCDP:
+	default:
+		p.add("privacy.accounting", "%q is not one of basic, zcdp", pr.Accounting)
+	}
+	c.Limits.validate(p)
 	if len(c.Tables) == 0 {
 		p.add("tables", "no tables configured: every table would be refused")
+	}
+	if c.Metrics.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
+			p.add("metrics.listen", "%q is not host:port", c.Metrics.Listen)
+		}
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		p.add("log.format", "%q is not one of text, json", c.Log.Format)
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(c.Log.Level)); err != nil {
+		p.add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
 	}
 	tables := make(map[string]*Table, len(c.Tables))
 	keys := make([]string, 0, len(c.Tables))

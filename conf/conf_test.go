@@ -92,6 +92,7 @@ func TestParseReportsEveryProblem(t *testing.T) {
 		{"password unset", "PW_ALICE", "PW_NOBODY", []string{"password_env", "PW_NOBODY"}},
 		{"epsilon above max", "epsilon: 0.5", "epsilon: 3\n  max_epsilon_per_query: 2", []string{"exceeds privacy.max_epsilon_per_query"}},
 		{"file ledger", "delta: 1.0e-8", "delta: 1.0e-8\n  ledger: file:/tmp/x", []string{"privacy.ledger"}},
+		{"accounting", "delta: 1.0e-8", "delta: 1.0e-8\n  accounting: rdp", []string{"privacy.accounting", "rdp"}},
 		{"public with unit", "products: {public: true}", "products: {public: true, privacy_unit: id}", []string{"tables.products", "public table"}},
 		{"bad table name", "products: {public: true}", "a.b.c: {public: true}", []string{"tables.a.b.c"}},
 		{"no upstream", "upstream: postgres://dp@127.0.0.1/shop", "", []string{"upstream", "missing"}},

@@ -17,80 +17,299 @@ var numericTypes = map[string]bool{
 	"smallint": true, "integer": true, "bigint": true, "numeric": true, "real": true, "double precision": true,
 }
 
-// CheckSchema connects to the upstream and checks every configured table
-// and column against it. It returns a readable report and an error joining
-// every problem found.
+// writePrivileges are the table privileges that let a role change a table.
+var writePrivileges = []string{"INSERT", "UPDATE", "DELETE", "TRUNCATE"}
+
+// maxListed caps how many writable tables outside the configuration a
+// problem names.
+const maxListed = 10
+
+// CheckSchema connects to the upstream with the configured credentials and
+// checks the configuration against it: every configured table and column
+// exists, bounded columns are numeric, the privacy unit exists, and the
+// proxy's role can read the configured tables but write none of them, nor
+// any table outside the ledger's schema dpproxy. It returns a readable
+// report and an error joining every problem found, each naming the file and
+// the key.
 func CheckSchema(ctx context.Context, cfg *conf.Config) (report []string, err error) {
 	conn, err := pgx.Connect(ctx, cfg.Upstream.Reveal())
 	if err != nil {
-		return nil, errors.New("upstream: cannot connect with the configured URL (is the server running, are the credentials right?)")
+		// The URL may hold a password: never print it or pgx's error (which
+		// can quote it).
+		return nil, errors.New("upstream: cannot connect with the configured URL (is the server running, are host, port, database and credentials right?)")
 	}
 	defer conn.Close(ctx)
-	var version string
-	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&version); err == nil {
-		report = append(report, "upstream: PostgreSQL "+version)
+	c := &checker{cfg: cfg, conn: conn}
+	c.run(ctx)
+	return c.report, errors.Join(c.problems...)
+}
+
+type checker struct {
+	cfg      *conf.Config
+	conn     *pgx.Conn
+	report   []string
+	problems []error
+	role     string
+	super    bool
+}
+
+func (c *checker) say(format string, args ...any) {
+	c.report = append(c.report, fmt.Sprintf(format, args...))
+}
+
+func (c *checker) problem(key, format string, args ...any) {
+	path := c.cfg.Path
+	if path == "" {
+		path = "config"
 	}
-	var problems []error
-	names := make([]string, 0, len(cfg.Tables))
-	for k := range cfg.Tables {
+	c.problems = append(c.problems, fmt.Errorf("%s: %s: %s", path, key, fmt.Sprintf(format, args...)))
+}
+
+// fail records a catalog query that failed: the check cannot go on
+// trusting what it read.
+func (c *checker) fail(what string, err error) {
+	c.problems = append(c.problems, fmt.Errorf("upstream: %s: %w", what, err))
+}
+
+func (c *checker) run(ctx context.Context) {
+	var version, db string
+	err := c.conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_user, current_database(),
+		(SELECT rolsuper FROM pg_roles WHERE rolname = current_user)`).Scan(&version, &c.role, &db, &c.super)
+	if err != nil {
+		c.fail("reading the server version and role", err)
+		return
+	}
+	c.say("upstream: PostgreSQL %s, database %s, role %s", version, db, c.role)
+	if c.super {
+		c.problem("upstream", "role %s is a superuser: it can write every table and bypass every grant; connect as a role that may only SELECT the configured tables (see docs/operations.md)", c.role)
+	}
+	names := make([]string, 0, len(c.cfg.Tables))
+	for k := range c.cfg.Tables {
 		names = append(names, k)
 	}
 	sort.Strings(names)
+	readable := 0
 	for _, name := range names {
-		t := cfg.Tables[name]
-		key := "tables." + name
-		rows, err := conn.Query(ctx, `SELECT column_name, data_type FROM information_schema.columns
-			WHERE table_schema = $1 AND table_name = $2`, t.Schema, t.Name)
-		if err != nil {
-			return report, fmt.Errorf("%s: reading the catalog: %w", key, err)
+		if c.table(ctx, name) {
+			readable++
 		}
-		cols := map[string]string{}
-		for rows.Next() {
-			var c, typ string
-			if err := rows.Scan(&c, &typ); err != nil {
-				return report, err
-			}
-			cols[c] = typ
-		}
-		if err := rows.Err(); err != nil {
-			return report, err
-		}
-		if len(cols) == 0 {
-			problems = append(problems, fmt.Errorf("%s: %s: no such table (or the proxy's role cannot see it)", cfg.Path, key))
-			continue
-		}
-		if t.Public {
-			report = append(report, fmt.Sprintf("%s: public, %d columns", t.QualifiedName(), len(cols)))
-			continue
-		}
-		if _, ok := cols[t.PrivacyUnit]; !ok {
-			problems = append(problems, fmt.Errorf("%s: %s.privacy_unit: column %q does not exist", cfg.Path, key, t.PrivacyUnit))
-		}
-		var desc []string
-		colNames := make([]string, 0, len(t.Columns))
-		for c := range t.Columns {
-			colNames = append(colNames, c)
-		}
-		sort.Strings(colNames)
-		for _, c := range colNames {
-			col := t.Columns[c]
-			typ, ok := cols[c]
-			if !ok {
-				problems = append(problems, fmt.Errorf("%s: %s.columns.%s: column does not exist", cfg.Path, key, c))
-				continue
-			}
-			if col.HasBounds() {
-				if !numericTypes[typ] {
-					problems = append(problems, fmt.Errorf("%s: %s.columns.%s: bounds need a numeric column, the column is %s", cfg.Path, key, c, typ))
-				}
-				desc = append(desc, fmt.Sprintf("%s in [%v, %v]", c, *col.Lower, *col.Upper))
-			}
-			if col.PublicValues != nil {
-				desc = append(desc, fmt.Sprintf("%s public values %s", c, strings.Join(col.PublicValues, ", ")))
-			}
-		}
-		report = append(report, fmt.Sprintf("%s: private, unit %s, at most %d groups and %d rows per unit per group; %s",
-			t.QualifiedName(), t.PrivacyUnit, t.MaxGroupsPerUnit, t.MaxRowsPerUnit, strings.Join(desc, "; ")))
 	}
-	return report, errors.Join(problems...)
+	if !c.super {
+		c.otherWritable(ctx)
+	}
+	c.ledger(ctx)
+	if len(c.problems) == 0 {
+		c.say("privileges: %s reads all %d configured tables and can write none of them", c.role, readable)
+	}
+}
+
+// table checks one configured table and reports whether the role can read it.
+func (c *checker) table(ctx context.Context, name string) bool {
+	t := c.cfg.Tables[name]
+	key := "tables." + name
+	rows, err := c.conn.Query(ctx, `SELECT a.attname, format_type(a.atttypid, NULL)
+		FROM pg_attribute a
+		WHERE a.attrelid = to_regclass(quote_ident($1) || '.' || quote_ident($2))
+		  AND a.attnum > 0 AND NOT a.attisdropped`, t.Schema, t.Name)
+	if err != nil {
+		c.fail(key+": reading the catalog", err)
+		return false
+	}
+	cols, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([2]string, error) {
+		var v [2]string
+		err := r.Scan(&v[0], &v[1])
+		return v, err
+	})
+	if err != nil {
+		c.fail(key+": reading the catalog", err)
+		return false
+	}
+	types := map[string]string{}
+	for _, v := range cols {
+		types[v[0]] = v[1]
+	}
+	if len(types) == 0 {
+		c.problem(key, "no such table or view %s in the upstream database", t.QualifiedName())
+		return false
+	}
+	canRead := c.privileges(ctx, key, t)
+
+	if t.Public {
+		c.say("%s: public, %d columns", t.QualifiedName(), len(types))
+		return canRead
+	}
+	if _, ok := types[t.PrivacyUnit]; !ok {
+		c.problem(key+".privacy_unit", "column %q does not exist in %s", t.PrivacyUnit, t.QualifiedName())
+	}
+	var desc []string
+	colNames := make([]string, 0, len(t.Columns))
+	for cn := range t.Columns {
+		colNames = append(colNames, cn)
+	}
+	sort.Strings(colNames)
+	for _, cn := range colNames {
+		col := t.Columns[cn]
+		typ, ok := types[cn]
+		if !ok {
+			c.problem(key+".columns."+cn, "column does not exist in %s", t.QualifiedName())
+			continue
+		}
+		if col.HasBounds() {
+			if !numericTypes[typ] {
+				c.problem(key+".columns."+cn, "lower/upper bounds need a numeric column, but %s.%s is %s", t.QualifiedName(), cn, typ)
+			}
+			desc = append(desc, fmt.Sprintf("%s in [%v, %v]", cn, *col.Lower, *col.Upper))
+		}
+		if col.PublicValues != nil {
+			desc = append(desc, fmt.Sprintf("%s public values %s", cn, strings.Join(col.PublicValues, ", ")))
+		}
+	}
+	line := fmt.Sprintf("%s: private, unit %s, at most %d groups per unit and %d rows per unit per group",
+		t.QualifiedName(), t.PrivacyUnit, t.MaxGroupsPerUnit, t.MaxRowsPerUnit)
+	if len(desc) > 0 {
+		line += "; " + strings.Join(desc, "; ")
+	}
+	c.say("%s", line)
+	return canRead
+}
+
+// privileges checks that the role can SELECT t and cannot change it.
+func (c *checker) privileges(ctx context.Context, key string, t *conf.Table) bool {
+	var canRead bool
+	var writes []string
+	err := c.conn.QueryRow(ctx, `
+		WITH t AS (SELECT to_regclass(quote_ident($1) || '.' || quote_ident($2)) AS oid)
+		SELECT has_table_privilege(t.oid, 'SELECT'),
+		       array_remove(ARRAY[
+		         CASE WHEN has_table_privilege(t.oid, 'INSERT') THEN 'INSERT' END,
+		         CASE WHEN has_table_privilege(t.oid, 'UPDATE') THEN 'UPDATE' END,
+		         CASE WHEN has_table_privilege(t.oid, 'DELETE') THEN 'DELETE' END,
+		         CASE WHEN has_table_privilege(t.oid, 'TRUNCATE') THEN 'TRUNCATE' END], NULL)
+		FROM t`, t.Schema, t.Name).Scan(&canRead, &writes)
+	if err != nil {
+		c.fail(key+": reading privileges", err)
+		return false
+	}
+	if !canRead {
+		c.problem(key, "role %s cannot SELECT %s (GRANT SELECT ON %s TO %s)", c.role, t.QualifiedName(), t.QualifiedName(), c.role)
+	}
+	if len(writes) > 0 && !c.super {
+		c.problem(key, "role %s can %s %s: the proxy must only read the tables it protects (REVOKE %s ON %s FROM %s; a table owner has every privilege)",
+			c.role, strings.Join(writes, ", "), t.QualifiedName(), strings.Join(writes, ", "), t.QualifiedName(), c.role)
+	}
+	return canRead
+}
+
+// otherWritable reports tables outside the configuration and the ledger
+// that the role could change: it may write only its own ledger.
+func (c *checker) otherWritable(ctx context.Context) {
+	configured := map[string]bool{}
+	for _, t := range c.cfg.Tables {
+		configured[t.QualifiedName()] = true
+	}
+	rows, err := c.conn.Query(ctx, `
+		SELECT n.nspname || '.' || c.relname
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
+		  AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'dpproxy')
+		  AND n.nspname NOT LIKE 'pg\_toast%' AND n.nspname NOT LIKE 'pg\_temp%'
+		  AND (has_table_privilege(c.oid, 'INSERT') OR has_table_privilege(c.oid, 'UPDATE')
+		    OR has_table_privilege(c.oid, 'DELETE') OR has_table_privilege(c.oid, 'TRUNCATE'))
+		ORDER BY 1`)
+	if err != nil {
+		c.fail("listing writable tables", err)
+		return
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		c.fail("listing writable tables", err)
+		return
+	}
+	var others []string
+	for _, n := range names {
+		if !configured[n] {
+			others = append(others, n)
+		}
+	}
+	if len(others) > 0 {
+		more := ""
+		if len(others) > maxListed {
+			more = fmt.Sprintf(" and %d more", len(others)-maxListed)
+			others = others[:maxListed]
+		}
+		c.problem("upstream", "role %s can write %s%s: it should write only the ledger (schema dpproxy)", c.role, strings.Join(others, ", "), more)
+	}
+	// CREATE on a schema of a configured table lets the role add objects
+	// next to the data it protects.
+	schemas := map[string]bool{}
+	for _, t := range c.cfg.Tables {
+		schemas[t.Schema] = true
+	}
+	list := make([]string, 0, len(schemas))
+	for s := range schemas {
+		list = append(list, s)
+	}
+	sort.Strings(list)
+	for _, s := range list {
+		var create bool
+		err := c.conn.QueryRow(ctx, `SELECT coalesce(has_schema_privilege(to_regnamespace(quote_ident($1))::oid, 'CREATE'), false)`, s).Scan(&create)
+		if err != nil {
+			c.fail("reading privileges on schema "+s, err)
+			continue
+		}
+		if create {
+			c.problem("upstream", "role %s can CREATE in schema %s, which holds configured tables (REVOKE CREATE ON SCHEMA %s FROM %s)", c.role, s, s, c.role)
+		}
+	}
+}
+
+// ledger checks that the role can use (or create) the budget ledger.
+func (c *checker) ledger(ctx context.Context) {
+	var exists, canCreate bool
+	err := c.conn.QueryRow(ctx, `SELECT to_regclass('dpproxy.budgets') IS NOT NULL AND to_regclass('dpproxy.charges') IS NOT NULL,
+		has_database_privilege(current_database(), 'CREATE')`).Scan(&exists, &canCreate)
+	if err != nil {
+		c.fail("reading the ledger schema", err)
+		return
+	}
+	if !exists {
+		if !canCreate && !c.super {
+			c.problem("privacy.ledger", "schema dpproxy does not exist and role %s cannot create it (GRANT CREATE ON DATABASE ... TO %s, or create it as described in docs/operations.md)", c.role, c.role)
+			return
+		}
+		c.say("ledger: schema dpproxy does not exist yet; the proxy creates it on first start")
+		return
+	}
+	// What a charge needs: read and update budgets, append to every other
+	// ledger table (charges, and those later versions add), draw ids.
+	var missing []string
+	rows, err := c.conn.Query(ctx, `
+		SELECT 'USAGE ON SCHEMA dpproxy' WHERE NOT has_schema_privilege('dpproxy', 'USAGE')
+		UNION ALL
+		SELECT p || ' ON dpproxy.' || c.relname
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace,
+		     unnest(CASE WHEN c.relname = 'budgets' THEN ARRAY['SELECT', 'INSERT', 'UPDATE'] ELSE ARRAY['INSERT'] END) AS p
+		WHERE n.nspname = 'dpproxy' AND c.relkind IN ('r', 'p') AND NOT has_table_privilege(c.oid, p)
+		UNION ALL
+		SELECT 'USAGE ON SEQUENCE dpproxy.' || c.relname
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = 'dpproxy' AND c.relkind = 'S'
+		  AND CASE WHEN c.relkind = 'S' THEN NOT has_sequence_privilege(c.oid, 'USAGE') END -- CASE: the planner may test other rows first`)
+	if err == nil {
+		missing, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		c.fail("reading ledger privileges", err)
+		return
+	}
+	if len(missing) > 0 {
+		c.problem("privacy.ledger", "role %s cannot charge the ledger: it lacks %s (see docs/operations.md)", c.role, strings.Join(missing, ", "))
+		return
+	}
+	var analysts int
+	if err := c.conn.QueryRow(ctx, `SELECT count(*) FROM dpproxy.budgets`).Scan(&analysts); err != nil {
+		c.fail("reading the ledger", err)
+		return
+	}
+	c.say("ledger: schema dpproxy, %d analysts recorded; role %s can charge it", analysts, c.role)
 }

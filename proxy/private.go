@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
@@ -26,81 +25,157 @@ const confidence = 0.95
 // repeating a question returns the same noise instead of fresh draws.
 type answer struct {
 	fields []pgproto3.FieldDescription
-	rows   [][][]byte
+	rows   [][][]byte // text format
 	// charged is what the first release cost; a cache hit costs nothing.
 	charged sensitivity.Share
 	bounds  string // the per-column error bounds, for the NOTICE
 }
 
-// private answers a query over a private table: describe, charge, run the
-// bounded rewrite, noise, release.
-func (ss *session) private(ctx context.Context, st *rewrite.Statement) error {
+// params are the client's parameters bound to a statement (extended
+// protocol); nil for the simple protocol.
+type params struct {
+	values  [][]byte
+	formats []int16 // one per value
+}
+
+// key renders the parameters for the answer cache: same text, same
+// parameters, same question.
+func (p *params) key() string {
+	if p == nil {
+		return ""
+	}
+	var b strings.Builder
+	for i, v := range p.values {
+		if v == nil {
+			b.WriteString("N;")
+			continue
+		}
+		fmt.Fprintf(&b, "%d:%d:%x;", p.formats[i], len(v), v)
+	}
+	return b.String()
+}
+
+// description is what the upstream says about the original statement:
+// its parameter types and result columns.
+type description struct {
+	paramOIDs []uint32
+	fields    []pgproto3.FieldDescription
+}
+
+// privateResult answers a query over a private table: describe, charge,
+// run the bounded rewrite, noise, release.
+func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *params, paramOIDs []uint32) (*result, error) {
 	plan := st.Plan
-	if plan.NumParams > 0 {
-		return newError("42P02", "there is no parameter $1: the simple query protocol carries no parameters")
+	nparams := 0
+	if p != nil {
+		nparams = len(p.values)
 	}
-	key := budget.CacheKey{Analyst: ss.user.Name, Query: st.Key, Epsilon: ss.epsilon, Delta: ss.delta, Mechanism: ss.mechanism}
+	if plan.NumParams > nparams {
+		return nil, newError("08P01", "the query has %d parameters but %d were bound", plan.NumParams, nparams)
+	}
+	key := budget.CacheKey{Analyst: ss.user.Name, Query: st.Key, Epsilon: ss.epsilon, Delta: ss.delta, Mechanism: ss.mechanism, Params: p.key()}
 	if a, ok := ss.srv.answers.Get(key); ok {
-		ss.sendAnswer(a, true, budget.Spend{}, false)
-		return nil
+		ss.cacheHit(ctx)
+		return ss.answerResult(a, true, budget.Spend{}), nil
 	}
-	fields, err := ss.describe(ctx, plan)
+	desc, err := ss.describe(ctx, plan, paramOIDs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	spec, err := ss.releaseSpec(plan)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if err := ss.checkPost(ctx, plan); err != nil {
+		return nil, err
+	}
+	// Claim the question in the ledger (answer.go): a question answered
+	// before, by any proxy sharing the ledger, is answered again for free.
+	claim, cached, err := ss.claimAnswer(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer claim.Release()
+	if cached != nil {
+		ss.cacheHit(ctx)
+		return ss.answerResult(cached, true, budget.Spend{}), nil
 	}
 	// The charge is durable before anything private is read, and it is kept
 	// whatever happens next: a refund would make failures a side channel.
-	spend, err := ss.srv.ledger.Charge(ctx, budget.Charge{Analyst: ss.user.Name, Epsilon: spec.total.Epsilon, Delta: spec.total.Delta, Fingerprint: st.Fingerprint})
+	charge, err := ss.charge(st, spec)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ss.log.Info("charged", "fingerprint", st.Fingerprint, "epsilon", spec.total.Epsilon, "delta", spec.total.Delta)
-	rows, err := ss.runBounded(ctx, plan)
+	spend, err := ss.chargeLedger(ctx, claim, charge)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	a, err := release(plan, spec, fields, rows)
+	rows, err := ss.runBounded(ctx, plan, p, desc.paramOIDs)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ss.srv.answers.Add(key, a)
-	ss.sendAnswer(a, false, spend, true)
-	return nil
+	a, err := release(plan, spec, desc.fields, rows)
+	if err != nil {
+		return nil, err
+	}
+	if plan.Post != nil {
+		if a, err = ss.postProcess(ctx, plan, a); err != nil {
+			return nil, err
+		}
+	}
+	// Stored before anyone sees it, or withheld (the charge is kept).
+	if err := ss.storeAnswer(ctx, claim, key, a); err != nil {
+		return nil, err
+	}
+	return ss.answerResult(a, false, spend), nil
 }
 
-// describe asks the upstream for the original statement's result columns
-// (names, types) without running it. Parse analysis reads no table data, so
+// describe asks the upstream for the original statement's parameter and
+// result types without running it. Parse analysis reads no table data, so
 // its errors (unknown column, type mismatch) are safe to pass on.
-func (ss *session) describe(ctx context.Context, plan *rewrite.Plan) ([]pgproto3.FieldDescription, error) {
-	fds, ok := ss.srv.describes.Get(plan.DescribeSQL)
+func (ss *session) describe(ctx context.Context, plan *rewrite.Plan, paramOIDs []uint32) (*description, error) {
+	defer upstreamTimer(ctx)()
+	key := fmt.Sprint(paramOIDs) + "\x00" + plan.DescribeSQL
+	d, ok := ss.srv.describes.Get(key)
 	if !ok {
-		sd, err := ss.upstream.Conn().PgConn().Prepare(ctx, "", plan.DescribeSQL, nil)
+		sd, err := ss.upstream.Conn().PgConn().Prepare(ctx, "", plan.DescribeSQL, paramOIDs)
 		if err != nil {
 			return nil, err
 		}
-		fds = sd.Fields
-		ss.srv.describes.Add(plan.DescribeSQL, fds)
+		d = &description{paramOIDs: sd.ParamOIDs, fields: rowDescription(sd.Fields).Fields}
+		ss.srv.describes.Add(key, d)
 	}
-	if len(fds) != len(plan.Outputs) {
-		return nil, newError(codeInternal, "the database describes %d columns, the plan has %d", len(fds), len(plan.Outputs))
+	if len(d.fields) != len(plan.Outputs) {
+		return nil, newError(codeInternal, "the database describes %d columns, the plan has %d", len(d.fields), len(plan.Outputs))
 	}
-	return rowDescription(fds).Fields, nil
+	return d, nil
 }
 
-// runBounded runs the rewritten SQL with a fresh secret salt and returns its
-// rows as text. Database errors here could depend on private values, so the
-// client only learns that the query failed.
-func (ss *session) runBounded(ctx context.Context, plan *rewrite.Plan) ([][][]byte, error) {
+// runBounded runs the rewritten SQL with the client's parameters and a
+// fresh secret salt and returns its rows as text. Database errors here could
+// depend on private values, so the client only learns that the query failed.
+func (ss *session) runBounded(ctx context.Context, plan *rewrite.Plan, p *params, paramOIDs []uint32) ([][][]byte, error) {
+	defer upstreamTimer(ctx)()
 	var salt [16]byte
 	if _, err := rand.Read(salt[:]); err != nil {
 		return nil, err
 	}
-	params := [][]byte{[]byte(hex.EncodeToString(salt[:]))}
-	rr := ss.upstream.Conn().PgConn().ExecParams(ctx, plan.SQL, params, []uint32{oidText}, nil, nil)
+	n := plan.NumParams
+	values := make([][]byte, n+1)
+	formats := make([]int16, n+1)
+	oids := make([]uint32, n+1)
+	for i := range n {
+		values[i], formats[i] = p.values[i], p.formats[i]
+		if i < len(paramOIDs) {
+			oids[i] = paramOIDs[i]
+		}
+	}
+	values[n], oids[n] = []byte(hex.EncodeToString(salt[:])), oidText
+	end, err := ss.enterPrivate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rr := ss.upstream.Conn().PgConn().ExecParams(ctx, plan.SQL, values, oids, formats, nil)
 	var rows [][][]byte
 	for rr.NextRow() {
 		vals := rr.Values()
@@ -112,14 +187,18 @@ func (ss *session) runBounded(ctx context.Context, plan *rewrite.Plan) ([][][]by
 		}
 		rows = append(rows, row)
 	}
-	if _, err := rr.Close(); err != nil {
+	_, err = rr.Close()
+	if endErr := end(); err == nil {
+		err = endErr
+	}
+	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
 			ss.log.Warn("rewritten query failed upstream", "code", pgErr.Code)
-			if pgErr.Code == codeCanceled {
+			switch pgErr.Code {
+			case codeCanceled:
 				return nil, &Error{Code: codeCanceled, Message: "canceling statement due to user request or statement timeout; the privacy charge is kept", cause: err}
-			}
-			if pgErr.Code == "25P02" {
+			case "25P02":
 				return nil, &Error{Code: "25P02", Message: "current transaction is aborted, commands ignored until end of transaction block", cause: err}
 			}
 		}
@@ -128,79 +207,17 @@ func (ss *session) runBounded(ctx context.Context, plan *rewrite.Plan) ([][][]by
 	return rows, nil
 }
 
-// sendAnswer sends a released answer and, unless silenced, a NOTICE with
-// its cost and error bounds.
-func (ss *session) sendAnswer(a *answer, cached bool, spend budget.Spend, haveSpend bool) {
-	ss.send(&pgproto3.RowDescription{Fields: a.fields})
-	for _, r := range a.rows {
-		ss.send(&pgproto3.DataRow{Values: r})
-	}
-	ss.send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT " + strconv.Itoa(len(a.rows)))})
+// answerResult wraps a released answer with its NOTICE (cost and error
+// bounds) unless the session silenced notices.
+func (ss *session) answerResult(a *answer, cached bool, spend budget.Spend) *result {
+	r := &result{fields: a.fields, rows: a.rows, tag: "SELECT " + strconv.Itoa(len(a.rows))}
 	if !ss.notices {
-		return
+		return r
 	}
-	var msg string
 	if cached {
-		msg = fmt.Sprintf("dp: repeated query: the earlier noisy answer is returned and nothing is charged; 95%% error bounds: %s", a.bounds)
+		r.notice = noticeText(a.bounds, true, 0, 0, 0, 0)
 	} else {
-		msg = fmt.Sprintf("dp: charged ε=%s δ=%s", formatNum(a.charged.Epsilon), formatNum(a.charged.Delta))
-		if haveSpend {
-			msg += fmt.Sprintf(" (remaining ε=%s δ=%s)", formatNum(spend.EpsilonRemaining()), formatNum(spend.DeltaRemaining()))
-		}
-		msg += "; 95% error bounds: " + a.bounds
+		r.notice = noticeText(a.bounds, false, a.charged.Epsilon, a.charged.Delta, spend.EpsilonRemaining(), spend.DeltaRemaining())
 	}
-	ss.send(&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: "00000", Message: msg})
-}
-
-// explainDP shows the rewrite, the sensitivity and noise of each aggregate,
-// the split and the charge, without running anything or charging.
-func (ss *session) explainDP(ctx context.Context, st *rewrite.Statement) error {
-	plan := st.Plan
-	fields, err := ss.describe(ctx, plan)
-	if err != nil {
-		return err
-	}
-	spec, err := ss.releaseSpec(plan)
-	if err != nil {
-		return err
-	}
-	var lines []string
-	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
-	add("DP query over %s (privacy unit %s), mechanism %s", plan.Table.QualifiedName(), plan.Table.PrivacyUnit, spec.mech.Name())
-	add("Contribution bounds: at most %d rows per unit per group, at most %d groups per unit", plan.MaxRows, plan.MaxGroups)
-	add("Charge: ε=%s δ=%s (query ε=%s δ=%s, split among %d aggregates%s)", formatNum(spec.total.Epsilon), formatNum(spec.total.Delta),
-		formatNum(ss.epsilon), formatNum(ss.delta), len(plan.Aggregates), map[bool]string{true: " and partition selection", false: ""}[plan.PartitionSelection])
-	for i, o := range plan.Outputs {
-		if o.Agg == nil {
-			add("Column %s: group key%s", fields[i].Name, map[bool]string{true: " (public values: every one is released)", false: " (released only through partition selection)"}[len(plan.GroupKeys[o.GroupKey].PublicValues) > 0])
-			continue
-		}
-		as := spec.aggs[aggIndex(plan, o.Agg)]
-		for _, p := range []struct {
-			what string
-			p    part
-		}{{"count", as.count}, {"sum", as.sum}} {
-			if p.p.bound.L0 == 0 {
-				continue
-			}
-			sd, _ := spec.mech.StdDev(p.p.bound.L0, p.p.bound.LInf, p.p.share.Epsilon, p.p.share.Delta)
-			add("Column %s (%s, %s part): L0=%d L∞=%s, ε=%s δ=%s, noise std dev %s, 95%% error ±%s", fields[i].Name, o.Agg.Func, p.what,
-				p.p.bound.L0, formatNum(p.p.bound.LInf), formatNum(p.p.share.Epsilon), formatNum(p.p.share.Delta), roundBound(sd), roundBound(p.p.errorBound(spec.mech)))
-		}
-	}
-	if plan.PartitionSelection {
-		add("Partition selection: a group is released when its noisy count of units (L∞=1, ε=%s δ=%s) reaches %s", formatNum(spec.sel.share.Epsilon), formatNum(spec.selDelta), roundBound(spec.threshold))
-	}
-	if sp, err := ss.srv.ledger.Spent(ctx, ss.user.Name); err == nil {
-		add("Budget: ε remaining %s now, %s after this query; δ remaining %s now, %s after", formatNum(sp.EpsilonRemaining()), formatNum(math.Max(0, sp.EpsilonRemaining()-spec.total.Epsilon)),
-			formatNum(sp.DeltaRemaining()), formatNum(math.Max(0, sp.DeltaRemaining()-spec.total.Delta)))
-	}
-	add("Rewritten SQL ($%d is a fresh secret salt per execution):", plan.NumParams+1)
-	lines = append(lines, strings.Split(plan.SQL, "\n")...)
-	rows := make([][]string, len(lines))
-	for i, l := range lines {
-		rows[i] = []string{l}
-	}
-	ss.sendRows([]string{"QUERY PLAN"}, []uint32{oidText}, rows, "EXPLAIN")
-	return nil
+	return r
 }

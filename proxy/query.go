@@ -32,13 +32,13 @@ func (ss *session) simpleQuery(sql string) {
 	defer func() { ss.send(&pgproto3.ReadyForQuery{TxStatus: ss.txStatus()}) }()
 	stmts, err := ss.srv.analyzer.Analyze(sql)
 	if err != nil {
-		ss.log.Warn("query refused", "err", err)
+		ss.observeRefused(sql, err)
 		ss.send(errorResponse(err))
 		return
 	}
 	ctx := context.Background()
 	for _, st := range stmts {
-		if err := ss.run(ctx, st); err != nil {
+		if err := ss.observed(ctx, st, ss.run); err != nil {
 			ss.sendError(err)
 			return
 		}
@@ -52,37 +52,122 @@ func (ss *session) sendError(err error) {
 	case errors.As(err, &pgErr):
 		ss.log.Info("upstream error", "code", pgErr.Code)
 	case errors.As(err, &s):
-		ss.log.Warn("query failed", "code", s.SQLState(), "err", err)
+		ss.log.Debug("query failed", "code", s.SQLState(), "reason", safeReason(err)) // the error's cause may hold data
 	default:
 		ss.log.Error("internal error", "err", err)
 	}
 	ss.send(errorResponse(err))
 }
 
+// result is an answer the proxy produced itself (everything but
+// pass-through), in text format; the protocol layer sends it.
+type result struct {
+	fields []pgproto3.FieldDescription // nil: the statement returns no rows
+	rows   [][][]byte
+	tag    string
+	notice string // sent after CommandComplete when set
+	empty  bool   // an empty query string
+}
+
+// textResult builds a small result from strings.
+func textResult(cols []string, oids []uint32, rows [][]string, tag string) *result {
+	r := &result{tag: tag}
+	for i, c := range cols {
+		r.fields = append(r.fields, pgproto3.FieldDescription{Name: []byte(c), DataTypeOID: oids[i], DataTypeSize: typeSize(oids[i]), TypeModifier: -1})
+	}
+	for _, row := range rows {
+		vals := make([][]byte, len(row))
+		for i, v := range row {
+			vals[i] = []byte(v)
+		}
+		r.rows = append(r.rows, vals)
+	}
+	return r
+}
+
+// run executes one statement of a simple Query message.
 func (ss *session) run(ctx context.Context, st *rewrite.Statement) error {
-	switch st.Kind {
-	case rewrite.KindEmpty:
+	if st.Kind == rewrite.KindPassThrough {
+		return ss.passThrough(ctx, st)
+	}
+	r, err := ss.execute(ctx, st, nil, nil)
+	if err != nil {
+		return err
+	}
+	if r.empty {
 		ss.send(&pgproto3.EmptyQueryResponse{})
 		return nil
+	}
+	if r.fields != nil {
+		ss.send(&pgproto3.RowDescription{Fields: r.fields})
+	}
+	_, err = ss.sendRows(r, nil, 0)
+	return err
+}
+
+// execute answers a statement the proxy handles itself. p and paramOIDs
+// carry bound parameters (extended protocol); nil for a simple query.
+func (ss *session) execute(ctx context.Context, st *rewrite.Statement, p *params, paramOIDs []uint32) (*result, error) {
+	switch st.Kind {
+	case rewrite.KindEmpty:
+		return &result{empty: true}, nil
 	case rewrite.KindSetDP:
 		return ss.setDP(st)
 	case rewrite.KindShowDP:
 		return ss.showDP(ctx, st)
-	case rewrite.KindPassThrough:
-		return ss.passThrough(ctx, st.SQL)
 	case rewrite.KindPrivate:
-		return ss.private(ctx, st)
+		return ss.privateResult(ctx, st, p, paramOIDs)
 	case rewrite.KindExplainDP:
-		return ss.explainDP(ctx, st)
+		return ss.explainDP(ctx, st, paramOIDs)
+	case rewrite.KindDeallocate:
+		return ss.deallocate(ctx, st.Deallocate)
 	}
-	return newError(codeInternal, "unknown statement kind %d", st.Kind)
+	return nil, newError(codeInternal, "unknown statement kind %d", st.Kind)
+}
+
+// sendRows sends r's rows from offset on, at most max of them (0: all),
+// converted to the requested result formats. It returns the offset reached;
+// when all rows are sent it also sends CommandComplete and the notice.
+func (ss *session) sendRows(r *result, formats []int16, max int) (int, error) {
+	return ss.sendRowsFrom(r, formats, 0, max)
+}
+
+func (ss *session) sendRowsFrom(r *result, formats []int16, offset, max int) (int, error) {
+	i := offset
+	for ; i < len(r.rows) && (max <= 0 || i-offset < max); i++ {
+		row := r.rows[i]
+		if len(formats) > 0 {
+			conv := make([][]byte, len(row))
+			for c, v := range row {
+				var err error
+				if conv[c], err = ss.convert(r.fields[c].DataTypeOID, formatOf(formats, c), v); err != nil {
+					return i, err
+				}
+			}
+			row = conv
+		}
+		ss.send(&pgproto3.DataRow{Values: row})
+	}
+	if i < len(r.rows) {
+		ss.send(&pgproto3.PortalSuspended{})
+		return i, nil
+	}
+	ss.send(&pgproto3.CommandComplete{CommandTag: []byte(r.tag)})
+	if r.notice != "" {
+		ss.send(&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: "00000", Message: r.notice})
+	}
+	return i, nil
 }
 
 // passThrough forwards a validated statement that reads no private table
 // and relays its results unchanged.
-func (ss *session) passThrough(ctx context.Context, sql string) error {
+func (ss *session) passThrough(ctx context.Context, st *rewrite.Statement) error {
 	pc := ss.upstream.Conn().PgConn()
-	mrr := pc.Exec(ctx, sql)
+	if st.DropsPrepared {
+		ss.dropAllPrepared()
+	}
+	defer upstreamTimer(ctx)()
+	mrr := pc.Exec(ctx, st.SQL)
 	for mrr.NextResult() {
 		rr := mrr.ResultReader()
 		if fds := rr.FieldDescriptions(); len(fds) > 0 {
@@ -93,8 +178,7 @@ func (ss *session) passThrough(ctx context.Context, sql string) error {
 			ss.send(&pgproto3.DataRow{Values: rr.Values()})
 			if n++; n%1024 == 0 {
 				if err := ss.flush(); err != nil {
-					rr.Close()
-					mrr.Close()
+					ss.abandonUpstream()
 					return err
 				}
 			}
@@ -124,7 +208,7 @@ func rowDescription(fds []pgconn.FieldDescription) *pgproto3.RowDescription {
 
 // setDP applies SET/RESET dp.<name>. Values are checked here because their
 // limits come from the configuration.
-func (ss *session) setDP(st *rewrite.Statement) error {
+func (ss *session) setDP(st *rewrite.Statement) (*result, error) {
 	p := ss.srv.cfg.Privacy
 	set := st.Setting
 	v := strings.TrimSpace(set.Value)
@@ -136,10 +220,10 @@ func (ss *session) setDP(st *rewrite.Statement) error {
 		}
 		eps, err := strconv.ParseFloat(v, 64)
 		if err != nil || !conf.ValidEpsilon(eps) {
-			return newError(codeInvalidParameter, "invalid value for dp.epsilon: %q: it must be a finite number > 0", v)
+			return nil, newError(codeInvalidParameter, "invalid value for dp.epsilon: %q: it must be a finite number > 0", v)
 		}
 		if eps > p.MaxEpsilonPerQuery {
-			return newError(codeInvalidParameter, "dp.epsilon = %v exceeds the maximum of %v per query set by the operator (privacy.max_epsilon_per_query)", eps, p.MaxEpsilonPerQuery)
+			return nil, newError(codeInvalidParameter, "dp.epsilon = %v exceeds the maximum of %v per query set by the operator (privacy.max_epsilon_per_query)", eps, p.MaxEpsilonPerQuery)
 		}
 		ss.epsilon = eps
 	case "delta":
@@ -149,7 +233,7 @@ func (ss *session) setDP(st *rewrite.Statement) error {
 		}
 		d, err := strconv.ParseFloat(v, 64)
 		if err != nil || !conf.ValidDelta(d) || d == 0 {
-			return newError(codeInvalidParameter, "invalid value for dp.delta: %q: it must lie in (0, 1)", v)
+			return nil, newError(codeInvalidParameter, "invalid value for dp.delta: %q: it must lie in (0, 1)", v)
 		}
 		ss.delta = d
 	case "mechanism":
@@ -159,7 +243,7 @@ func (ss *session) setDP(st *rewrite.Statement) error {
 		}
 		m := strings.ToLower(v)
 		if m != conf.Laplace && m != conf.Gaussian {
-			return newError(codeInvalidParameter, "invalid value for dp.mechanism: %q: use laplace or gaussian", v)
+			return nil, newError(codeInvalidParameter, "invalid value for dp.mechanism: %q: use laplace or gaussian", v)
 		}
 		ss.mechanism = m
 	case "notices":
@@ -169,20 +253,18 @@ func (ss *session) setDP(st *rewrite.Statement) error {
 		}
 		b, ok := parseBool(v)
 		if !ok {
-			return newError(codeInvalidParameter, "invalid value for dp.notices: %q: use on or off", v)
+			return nil, newError(codeInvalidParameter, "invalid value for dp.notices: %q: use on or off", v)
 		}
 		ss.notices = b
 	case "budget":
-		return newError(codeForbidden, "dp.budget cannot be set: it is kept by the ledger")
+		return nil, newError(codeForbidden, "dp.budget cannot be set: it is kept by the ledger")
 	default:
-		return newError(codeInvalidParameter, "unrecognized configuration parameter \"dp.%s\" (known: dp.epsilon, dp.delta, dp.mechanism, dp.notices, dp.budget)", set.Name)
+		return nil, newError(codeInvalidParameter, "unrecognized configuration parameter \"dp.%s\" (known: dp.epsilon, dp.delta, dp.mechanism, dp.notices, dp.budget)", set.Name)
 	}
-	tag := "SET"
 	if set.Reset {
-		tag = "RESET"
+		return &result{tag: "RESET"}, nil
 	}
-	ss.send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
-	return nil
+	return &result{tag: "SET"}, nil
 }
 
 func parseBool(v string) (bool, bool) {
@@ -195,7 +277,7 @@ func parseBool(v string) (bool, bool) {
 	return false, false
 }
 
-func (ss *session) showDP(ctx context.Context, st *rewrite.Statement) error {
+func (ss *session) showDP(ctx context.Context, st *rewrite.Statement) (*result, error) {
 	var cols []string
 	var oids []uint32
 	var vals []string
@@ -203,7 +285,7 @@ func (ss *session) showDP(ctx context.Context, st *rewrite.Statement) error {
 	case "budget":
 		sp, err := ss.srv.ledger.Spent(ctx, ss.user.Name)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		cols = []string{"epsilon_spent", "epsilon_remaining", "delta_spent", "delta_remaining"}
 		oids = []uint32{oidNumeric, oidNumeric, oidNumeric, oidNumeric}
@@ -223,27 +305,9 @@ func (ss *session) showDP(ctx context.Context, st *rewrite.Statement) error {
 	case "max_epsilon_per_query":
 		cols, oids, vals = []string{"dp.max_epsilon_per_query"}, []uint32{oidText}, []string{formatNum(ss.srv.cfg.Privacy.MaxEpsilonPerQuery)}
 	default:
-		return newError(codeInvalidParameter, "unrecognized configuration parameter \"dp.%s\" (known: dp.epsilon, dp.delta, dp.mechanism, dp.notices, dp.budget)", st.Setting.Name)
+		return nil, newError(codeInvalidParameter, "unrecognized configuration parameter \"dp.%s\" (known: dp.epsilon, dp.delta, dp.mechanism, dp.notices, dp.budget)", st.Setting.Name)
 	}
-	ss.sendRows(cols, oids, [][]string{vals}, "SHOW")
-	return nil
-}
-
-// sendRows sends a small text result the proxy made itself.
-func (ss *session) sendRows(cols []string, oids []uint32, rows [][]string, tag string) {
-	rd := &pgproto3.RowDescription{}
-	for i, c := range cols {
-		rd.Fields = append(rd.Fields, pgproto3.FieldDescription{Name: []byte(c), DataTypeOID: oids[i], DataTypeSize: typeSize(oids[i]), TypeModifier: -1})
-	}
-	ss.send(rd)
-	for _, r := range rows {
-		dr := &pgproto3.DataRow{Values: make([][]byte, len(r))}
-		for i, v := range r {
-			dr.Values[i] = []byte(v)
-		}
-		ss.send(dr)
-	}
-	ss.send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
+	return textResult(cols, oids, [][]string{vals}, "SHOW"), nil
 }
 
 func typeSize(oid uint32) int16 {

@@ -2,13 +2,20 @@ package proxy
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/noise"
@@ -26,10 +33,20 @@ type part struct {
 	share sensitivity.Share
 }
 
-// aggSpec says how one aggregate is released. AVG uses both parts; COUNT
-// uses count; SUM uses sum.
+// aggSpec says how one aggregate is released. AVG uses count and sum;
+// COUNT count; SUM sum; VARIANCE count, sum and sq; a quantile the
+// exponential mechanism (quantile).
 type aggSpec struct {
-	count, sum part
+	count, sum, sq part
+	quantile       *quantileSpec
+}
+
+// quantileSpec is the exponential mechanism of one quantile aggregate: ε
+// per group (the aggregate's share over the L0 groups a unit may touch,
+// by sequential composition) and the utility's sensitivity.
+type quantileSpec struct {
+	eps, sensitivity float64
+	l0               int64
 }
 
 // releaseSpec is everything needed to noise a plan's result, computed
@@ -52,10 +69,17 @@ func (ss *session) releaseSpec(plan *rewrite.Plan) (*releaseSpec, error) {
 		return nil, newError(codeInvalidParameter, "%v", err)
 	}
 	gaussian := ss.mechanism == conf.Gaussian
-	perAgg, sel, total := sensitivity.Split(ss.epsilon, ss.delta, len(plan.Aggregates), plan.PartitionSelection, gaussian)
+	pure := 0
+	for _, a := range plan.Aggregates {
+		if a.Kind == rewrite.AggQuantile {
+			pure++
+		}
+	}
+	perAgg, sel, total := sensitivity.SplitWith(ss.epsilon, ss.delta, len(plan.Aggregates), pure, plan.PartitionSelection, gaussian)
 	spec := &releaseSpec{mech: mech, total: total}
 	l0, r := plan.MaxGroups, plan.MaxRows
 	half := sensitivity.Share{Epsilon: perAgg.Epsilon / 2, Delta: perAgg.Delta / 2}
+	third := sensitivity.Share{Epsilon: perAgg.Epsilon / 3, Delta: perAgg.Delta / 3}
 	for _, a := range plan.Aggregates {
 		var as aggSpec
 		switch a.Kind {
@@ -70,6 +94,18 @@ func (ss *session) releaseSpec(plan *rewrite.Plan) (*releaseSpec, error) {
 			// sum centred on the middle of the bounds (sequential composition).
 			as.count = part{sensitivity.Count(l0, r), half}
 			as.sum = part{sensitivity.CenteredSum(l0, r, a.Lower, a.Upper), half}
+		case rewrite.AggCountDistinct:
+			as.count = part{sensitivity.CountDistinct(l0, a.MaxDistinct), perAgg}
+		case rewrite.AggVariance:
+			// A third each for the count, the centred sum and the centred
+			// sum of squares (sequential composition).
+			as.count = part{sensitivity.Count(l0, r), third}
+			as.sum = part{sensitivity.CenteredSum(l0, r, a.Lower, a.Upper), third}
+			as.sq = part{sensitivity.CenteredSumOfSquares(l0, r, a.Lower, a.Upper), third}
+		case rewrite.AggQuantile:
+			// Pure ε-DP: the share's ε, divided among the L0 groups one
+			// unit can change; no δ.
+			as.quantile = &quantileSpec{eps: perAgg.Epsilon / float64(l0), sensitivity: sensitivity.QuantileUtility(r, a.Quantile), l0: l0}
 		default:
 			return nil, newError(codeInternal, "unknown aggregate kind %d", a.Kind)
 		}
@@ -87,6 +123,19 @@ func (ss *session) releaseSpec(plan *rewrite.Plan) (*releaseSpec, error) {
 		spec.threshold, err = mech.Threshold(l0, 1, sel.Epsilon, spec.noiseDel, thresholdDelta)
 		if err != nil {
 			return nil, newError(codeInvalidParameter, "partition selection: %v", err)
+		}
+	}
+	// Check every noised part's parameters now: a share the sampler would
+	// refuse (e.g. an ε below its floor of 2^-50) must fail before the
+	// charge, not after it.
+	for _, as := range spec.aggs {
+		for _, p := range []part{as.count, as.sum} {
+			if p.bound.LInf == 0 {
+				continue
+			}
+			if _, err := mech.StdDev(p.bound.L0, p.bound.LInf, p.share.Epsilon, p.share.Delta); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return spec, nil
@@ -117,6 +166,34 @@ type group struct {
 	keys  [][]byte // raw text of each group key (nil = NULL)
 	units float64
 	vals  []float64 // by result column index
+	// hists are the quantile histograms, by result column index.
+	hists map[int][]float64
+}
+
+// parseNumArray reads the text form of a one-dimensional numeric array
+// ("{1,2.5,NULL}"); NULL counts as 0.
+func parseNumArray(b []byte) ([]float64, error) {
+	s := strings.TrimSpace(string(b))
+	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
+		return nil, fmt.Errorf("not an array")
+	}
+	s = s[1 : len(s)-1]
+	if s == "" {
+		return nil, nil
+	}
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		if f == "NULL" {
+			out = append(out, 0)
+			continue
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // release turns the exact bounded aggregates into the released answer:
@@ -124,7 +201,7 @@ type group struct {
 func release(plan *rewrite.Plan, spec *releaseSpec, fields []pgproto3.FieldDescription, rows [][][]byte) (*answer, error) {
 	ncols := plan.UnitsCol + 1
 	for _, a := range plan.Aggregates {
-		ncols = max(ncols, a.SumCol+1, a.CountCol+1)
+		ncols = max(ncols, a.SumCol+1, a.CountCol+1, a.SumSqCol+1, a.HistCol+1)
 	}
 	var groups []group
 	for _, r := range rows {
@@ -144,6 +221,19 @@ func release(plan *rewrite.Plan, spec *releaseSpec, fields []pgproto3.FieldDescr
 			}
 		}
 		g.units = g.vals[plan.UnitsCol]
+		for _, a := range plan.Aggregates {
+			if a.HistCol < 0 {
+				continue
+			}
+			h, err := parseNumArray(r[a.HistCol])
+			if err != nil || len(h) != a.Buckets {
+				return nil, newError(codeInternal, "rewritten query returned a malformed histogram")
+			}
+			if g.hists == nil {
+				g.hists = map[int][]float64{}
+			}
+			g.hists[a.HistCol] = h
+		}
 		groups = append(groups, g)
 	}
 
@@ -180,7 +270,7 @@ func release(plan *rewrite.Plan, spec *releaseSpec, fields []pgproto3.FieldDescr
 	for _, g := range groups {
 		noisy := make([]float64, len(plan.Aggregates))
 		for i, a := range plan.Aggregates {
-			v, err := releaseAggregate(a, spec.aggs[i], spec.mech, g.vals)
+			v, err := releaseAggregate(a, spec.aggs[i], spec.mech, g)
 			if err != nil {
 				return nil, err
 			}
@@ -202,7 +292,7 @@ func release(plan *rewrite.Plan, spec *releaseSpec, fields []pgproto3.FieldDescr
 		}
 		out = append(out, row)
 	}
-	if len(plan.OrderBy) > 0 {
+	if len(plan.OrderBy) > 0 && plan.Post == nil {
 		sort.SliceStable(out, func(i, j int) bool {
 			for _, k := range plan.OrderBy {
 				c := compareOut(out[i].vals[k.Output], out[j].vals[k.Output], out[i].nums[k.Output], out[j].nums[k.Output], k.NullsFirst)
@@ -217,10 +307,12 @@ func release(plan *rewrite.Plan, spec *releaseSpec, fields []pgproto3.FieldDescr
 			return false
 		})
 	}
-	start := min(int(max(plan.Offset, 0)), len(out))
-	out = out[start:]
-	if plan.Limit >= 0 && int64(len(out)) > plan.Limit {
-		out = out[:plan.Limit]
+	if plan.Post == nil { // else LIMIT and OFFSET are applied by the post-processing query
+		start := min(int(max(plan.Offset, 0)), len(out))
+		out = out[start:]
+		if plan.Limit >= 0 && int64(len(out)) > plan.Limit {
+			out = out[:plan.Limit]
+		}
 	}
 	a := &answer{fields: fields, charged: spec.total, bounds: describeBounds(plan, spec, fields)}
 	for _, r := range out {
@@ -239,9 +331,15 @@ func aggIndex(plan *rewrite.Plan, agg *rewrite.Aggregate) int {
 }
 
 // releaseAggregate noises one aggregate of one group.
-func releaseAggregate(a *rewrite.Aggregate, as aggSpec, m noise.Mechanism, vals []float64) (float64, error) {
+func releaseAggregate(a *rewrite.Aggregate, as aggSpec, m noise.Mechanism, g group) (float64, error) {
+	vals := g.vals
 	switch a.Kind {
-	case rewrite.AggCount, rewrite.AggCountDistinctUnit:
+	case rewrite.AggVariance:
+		return releaseVariance(a, as, m, vals)
+	case rewrite.AggQuantile:
+		q := as.quantile
+		return quantileEM(rand.Reader, g.hists[a.HistCol], a.Lower, a.Upper, a.Quantile, q.eps, q.sensitivity)
+	case rewrite.AggCount, rewrite.AggCountDistinctUnit, rewrite.AggCountDistinct:
 		v, err := as.count.add(m, vals[a.CountCol])
 		return math.Max(0, v), err
 	case rewrite.AggSum:
@@ -284,7 +382,7 @@ func encodeNoisy(v float64, oid uint32, a *rewrite.Aggregate) ([]byte, float64) 
 	case oidFloat4:
 		return []byte(strconv.FormatFloat(v, 'g', -1, 32)), v
 	default: // numeric, and anything else that reads a plain decimal
-		if a != nil && (a.Kind == rewrite.AggCount || a.Kind == rewrite.AggCountDistinctUnit) {
+		if a != nil && (a.Kind == rewrite.AggCount || a.Kind == rewrite.AggCountDistinctUnit || a.Kind == rewrite.AggCountDistinct) {
 			v = math.Round(v)
 		}
 		return []byte(formatNum(v)), v
@@ -388,21 +486,231 @@ func describeBounds(plan *rewrite.Plan, spec *releaseSpec, fields []pgproto3.Fie
 		as := spec.aggs[aggIndex(plan, o.Agg)]
 		name := string(fields[i].Name)
 		switch o.Agg.Kind {
-		case rewrite.AggCount, rewrite.AggCountDistinctUnit:
-			parts = append(parts, fmt.Sprintf("%s: ±%s", name, roundBound(as.count.errorBound(spec.mech))))
+		case rewrite.AggVariance:
+			parts = append(parts, fmt.Sprintf("%s: from a noisy count ±%s, centred sum ±%s and sum of squares ±%s", name,
+				roundBound(as.count.errorBound(spec.mech)), roundBound(as.sum.errorBound(spec.mech)), roundBound(as.sq.errorBound(spec.mech))))
+		case rewrite.AggQuantile:
+			parts = append(parts, fmt.Sprintf("%s: exponential mechanism over %d buckets of width %s (ε=%s per group)", name,
+				o.Agg.Buckets, roundBound((o.Agg.Upper-o.Agg.Lower)/float64(o.Agg.Buckets)), formatNum(as.quantile.eps)))
+		case rewrite.AggCount, rewrite.AggCountDistinctUnit, rewrite.AggCountDistinct:
+			parts = append(parts, fmt.Sprintf("%s: ±%s (95%%)", name, roundBound(as.count.errorBound(spec.mech))))
 		case rewrite.AggSum:
-			parts = append(parts, fmt.Sprintf("%s: ±%s", name, roundBound(as.sum.errorBound(spec.mech))))
+			parts = append(parts, fmt.Sprintf("%s: ±%s (95%%)", name, roundBound(as.sum.errorBound(spec.mech))))
 		case rewrite.AggAvg:
-			parts = append(parts, fmt.Sprintf("%s: ±%s/n (n = rows in the group; count ±%s)", name,
+			parts = append(parts, fmt.Sprintf("%s: ±%s/n (95%%; n = rows in the group, itself ±%s)", name,
 				roundBound(as.sum.errorBound(spec.mech)), roundBound(as.count.errorBound(spec.mech))))
 		}
 	}
 	return strings.Join(parts, ", ")
 }
 
-func roundBound(v float64) string {
-	if math.IsNaN(v) {
-		return "?"
+func roundBound(v float64) string { return humanBound(v) } // see explain.go
+
+// releaseVariance releases VARIANCE/STDDEV (and their _samp/_pop forms)
+// from three noisy sums over values clamped to [lower, upper], centred on
+// mid = (lower+upper)/2 with half-width w: the count n, S = Σ(x−mid) and
+// Q = Σ(x−mid)² (noised as Q − n·w²/2, whose sensitivity is half that of
+// Q). Then, as post-processing, mean = S/n ∈ [−w, w], E[(x−mid)²] = Q/n ∈
+// [0, w²], var_pop = E[(x−mid)²] − mean² ∈ [0, w²] (the largest variance of
+// values in an interval of half-width w), var_samp = var_pop·n/(n−1).
+// Centring on mid makes the error depend on the width of the range, not
+// on its distance from zero.
+func releaseVariance(a *rewrite.Aggregate, as aggSpec, m noise.Mechanism, vals []float64) (float64, error) {
+	mid, w := (a.Lower+a.Upper)/2, (a.Upper-a.Lower)/2
+	c := vals[a.CountCol]
+	n, err := as.count.add(m, c)
+	if err != nil {
+		return 0, err
 	}
-	return strconv.FormatFloat(v, 'g', 3, 64)
+	s, err := as.sum.add(m, vals[a.SumCol])
+	if err != nil {
+		return 0, err
+	}
+	q, err := as.sq.add(m, vals[a.SumSqCol]-c*w*w/2)
+	if err != nil {
+		return 0, err
+	}
+	_ = mid
+	nn := math.Max(n, 1)
+	mean := math.Min(w, math.Max(-w, s/nn))
+	ex2 := math.Min(w*w, math.Max(0, (q+nn*w*w/2)/nn))
+	v := math.Min(w*w, math.Max(0, ex2-mean*mean))
+	if a.Sample && nn >= 2 {
+		v *= nn / (nn - 1)
+	}
+	if a.Stddev {
+		v = math.Sqrt(v)
+	}
+	return v, nil
+}
+
+// quantileEM draws the p-quantile of values in [lower, upper] from a
+// histogram of len(hist) equal buckets with the exponential mechanism
+// (Dwork & Roth §3.4; Smith 2011): bucket b is chosen with probability
+// ∝ exp(ε·u(b)/(2Δu)), u(b) = −dist(p·N, [L_b, L_b+c_b]) where L_b is the
+// count below b and N the total, and the answer is uniform within it.
+// Google's go/v3 library has no quantile mechanism, so this small sampler
+// is written here: the choice uses the Gumbel-max trick (argmax of
+// ε·u/(2Δu) + Gumbel noise is an exact sample of the exponential
+// mechanism) with uniforms from crypto/rand with 53 random bits, and the
+// utilities take few distinct values on a coarse grid, so the
+// floating-point weakness of naive Laplace samplers does not arise in the
+// same way; the output's position inside the bucket reveals nothing more.
+func quantileEM(rnd io.Reader, hist []float64, lower, upper, p, eps, du float64) (float64, error) {
+	if len(hist) == 0 || !(upper > lower) {
+		return lower, nil
+	}
+	if !(eps > 0) || !(du > 0) {
+		return 0, newError(codeInvalidParameter, "quantile: ε and sensitivity must be > 0")
+	}
+	var total float64
+	for _, c := range hist {
+		total += math.Max(c, 0)
+	}
+	target := p * total
+	best, bestScore := 0, math.Inf(-1)
+	below := 0.0
+	for b, c := range hist {
+		c = math.Max(c, 0)
+		dist := 0.0
+		switch {
+		case target < below:
+			dist = below - target
+		case target > below+c:
+			dist = target - below - c
+		}
+		below += c
+		u, err := uniform(rnd)
+		if err != nil {
+			return 0, err
+		}
+		score := -eps*dist/(2*du) - math.Log(-math.Log(u))
+		if score > bestScore {
+			best, bestScore = b, score
+		}
+	}
+	width := (upper - lower) / float64(len(hist))
+	u, err := uniform(rnd)
+	if err != nil {
+		return 0, err
+	}
+	return math.Min(upper, lower+(float64(best)+u)*width), nil
+}
+
+// uniform returns a uniform float64 in (0, 1) from 53 random bits.
+func uniform(rnd io.Reader) (float64, error) {
+	var b [8]byte
+	for {
+		if _, err := io.ReadFull(rnd, b[:]); err != nil {
+			return 0, err
+		}
+		v := binary.LittleEndian.Uint64(b[:]) >> 11
+		if v != 0 {
+			return float64(v) / (1 << 53), nil
+		}
+	}
+}
+
+// typeNames maps built-in type OIDs to names for the post-processing casts.
+var typeNames = pgtype.NewMap()
+
+// checkPost asks the upstream to analyse the original statement (parse
+// analysis reads no table data) so that an ill-typed HAVING or output
+// expression is reported before anything is charged.
+func (ss *session) checkPost(ctx context.Context, plan *rewrite.Plan) error {
+	if plan.Post == nil {
+		return nil
+	}
+	_, err := ss.upstream.Conn().PgConn().Prepare(ctx, "", plan.OriginalSQL, nil)
+	return err
+}
+
+// postProcess computes the original select list, HAVING, ORDER BY, LIMIT
+// and OFFSET over the released rows (post-processing: Dwork & Roth,
+// Prop. 2.1). It runs in PostgreSQL, for exact semantics and result types,
+// over the noisy values only: they are sent as text arrays and cast back
+// to the types the database gave them; the expressions come from the
+// rewrite, which lets them reference nothing but those values.
+func (ss *session) postProcess(ctx context.Context, plan *rewrite.Plan, a *answer) (*answer, error) {
+	sql, params := postSQL(plan, a)
+	oids := make([]uint32, len(params))
+	for i := range oids {
+		oids[i] = 1009 // text[]
+	}
+	rr := ss.upstream.Conn().PgConn().ExecParams(ctx, sql, params, oids, nil, nil)
+	fields := rowDescription(rr.FieldDescriptions()).Fields
+	var rows [][][]byte
+	for rr.NextRow() {
+		vals := rr.Values()
+		row := make([][]byte, len(vals))
+		for i, v := range vals {
+			if v != nil {
+				row[i] = bytes.Clone(v)
+			}
+		}
+		rows = append(rows, row)
+	}
+	if _, err := rr.Close(); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "42")) {
+			// The post-processing query sees only released values: its
+			// data errors (division by zero, ...) reveal nothing more.
+			return nil, &Error{Code: pgErr.Code, Message: "post-processing of the noisy result failed (the privacy charge is kept): " + pgErr.Message, cause: err}
+		}
+		return nil, &Error{Code: codeInternal, Message: "post-processing of the noisy result failed; the privacy charge is kept", cause: err}
+	}
+	return &answer{fields: fields, rows: rows, charged: a.charged, bounds: a.bounds}, nil
+}
+
+// postSQL builds the post-processing query and its parameters: one text
+// array per released column.
+func postSQL(plan *rewrite.Plan, a *answer) (string, [][]byte) {
+	n := len(a.fields)
+	var casts, us, ps []string
+	params := make([][]byte, n)
+	for i, f := range a.fields {
+		name := "text"
+		if t, ok := typeNames.TypeForOID(f.DataTypeOID); ok {
+			name = t.Name
+		}
+		casts = append(casts, fmt.Sprintf("u.c%d::%s AS dp_c%d", i, name, i))
+		us = append(us, fmt.Sprintf("c%d", i))
+		ps = append(ps, fmt.Sprintf("$%d::text[]", i+1))
+		var b strings.Builder
+		b.WriteByte('{')
+		for j, r := range a.rows {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			if r[i] == nil {
+				b.WriteString("NULL")
+				continue
+			}
+			b.WriteByte('"')
+			for _, ch := range string(r[i]) {
+				if ch == '"' || ch == '\\' {
+					b.WriteByte('\\')
+				}
+				b.WriteRune(ch)
+			}
+			b.WriteByte('"')
+		}
+		b.WriteByte('}')
+		params[i] = []byte(b.String())
+	}
+	sql := "SELECT " + plan.Post.Targets + " FROM (SELECT " + strings.Join(casts, ", ") +
+		" FROM unnest(" + strings.Join(ps, ", ") + ") AS u(" + strings.Join(us, ", ") + ")) AS dp"
+	if plan.Post.Where != "" {
+		sql += " WHERE " + plan.Post.Where
+	}
+	if plan.Post.OrderBy != "" {
+		sql += " ORDER BY " + plan.Post.OrderBy
+	}
+	if plan.Limit >= 0 {
+		sql += " LIMIT " + strconv.FormatInt(plan.Limit, 10)
+	}
+	if plan.Offset > 0 {
+		sql += " OFFSET " + strconv.FormatInt(plan.Offset, 10)
+	}
+	return sql, params
 }

@@ -45,15 +45,17 @@ type Server struct {
 	ledgerDB *pgxpool.Pool // ledger writes
 	ledger   *budget.Ledger
 	answers  *budget.Cache[*answer]
+	metrics  *metrics // Prometheus collectors, see metrics.go
 	// describes caches the upstream's row description of original private
 	// statements, keyed by their deparsed text.
-	describes *lru.Cache[string, []pgconn.FieldDescription]
+	describes *lru.Cache[string, *description]
 	creds     map[string]scram.Credentials
 	dummy     scram.Credentials // for unknown users, so they look like a wrong password
 	tls       *tls.Config
 	nextID    atomic.Uint64
 	closing   atomic.Bool
 	wg        sync.WaitGroup
+	lim       *limiter // limits.go
 
 	mu        sync.Mutex // guards the fields below
 	listeners map[net.Listener]struct{}
@@ -71,7 +73,7 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.MaxMessageSize == 0 {
-		opts.MaxMessageSize = 8 << 20
+		opts.MaxMessageSize = cfg.Limits.WithDefaults().MaxMessageSize
 	}
 	if opts.AnswerCacheSize == 0 {
 		opts.AnswerCacheSize = 4096
@@ -79,6 +81,8 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: opts.Logger, opts: opts,
 		analyzer:  rewrite.New(cfg, rewrite.Options{}),
+		lim:       newLimiter(cfg.Limits),
+		metrics:   newMetrics(cfg),
 		creds:     map[string]scram.Credentials{},
 		listeners: map[net.Listener]struct{}{},
 		sessions:  map[*session]struct{}{},
@@ -89,7 +93,7 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 	if s.answers, err = budget.NewCache[*answer](opts.AnswerCacheSize); err != nil {
 		return nil, err
 	}
-	if s.describes, err = lru.New[string, []pgconn.FieldDescription](1024); err != nil {
+	if s.describes, err = lru.New[string, *description](1024); err != nil {
 		return nil, err
 	}
 	if cfg.TLS != nil {
@@ -127,20 +131,22 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 	if rp["application_name"] == "" {
 		rp["application_name"] = "dpproxy"
 	}
-	pcfg.MaxConns = 512
+	pcfg.MaxConns = int32(min(s.lim.cfg.MaxConnections, 1<<20))
 	pcfg.MinConns = 0
 	pcfg.ConnConfig.OnNotice = s.routeNotice
 	if s.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, fmt.Errorf("proxy: upstream pool: %w", err)
 	}
 	lcfg, _ := pgxpool.ParseConfig(cfg.Upstream.Reveal())
-	lcfg.MaxConns = 16
+	// A fresh private query holds one ledger connection while it runs (its
+	// budget.Claim), so this bounds the fresh private queries in flight.
+	lcfg.MaxConns = 64
 	lcfg.ConnConfig.RuntimeParams["application_name"] = "dpproxy-ledger"
 	if s.ledgerDB, err = pgxpool.NewWithConfig(ctx, lcfg); err != nil {
 		s.pool.Close()
 		return nil, fmt.Errorf("proxy: ledger pool: %w", err)
 	}
-	if s.ledger, err = budget.Open(ctx, s.ledgerDB, cfg.Auth.Users); err != nil {
+	if s.ledger, err = budget.Open(ctx, s.ledgerDB, cfg.Auth.Users, budget.Options{Accounting: cfg.Privacy.Accounting}); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("proxy: ledger: %w", err)
 	}
@@ -195,10 +201,14 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		backoff = 0
+		if !s.admit(conn) {
+			continue
+		}
 		sess := s.newSession(conn)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			defer s.leave()
 			sess.serve()
 		}()
 	}

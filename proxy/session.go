@@ -16,15 +16,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/internal/scram"
 )
-
-// authTimeout bounds how long a client may take from connecting to being
-// authenticated, so half-open connections cannot pile up.
-const authTimeout = 30 * time.Second
 
 // session is one client connection. Its fields are owned by the session's
 // goroutine, except where noted.
@@ -48,6 +45,15 @@ type session struct {
 	// sentParams are the ParameterStatus values the client has seen.
 	sentParams map[string]string
 
+	// Extended protocol state (extended.go).
+	statements  map[string]*prepared
+	portals     map[string]*portal
+	upstreamSeq int
+	types       *pgtype.Map
+
+	// idleSince is when the session last began to wait for a message.
+	idleSince time.Time
+
 	// mu guards shutdown and inQuery, read by Server.Shutdown.
 	mu       sync.Mutex
 	shutdown bool
@@ -65,6 +71,9 @@ func (s *Server) newSession(conn net.Conn) *session {
 		mechanism:  s.cfg.Privacy.Mechanism,
 		notices:    true,
 		sentParams: map[string]string{},
+		statements: map[string]*prepared{},
+		portals:    map[string]*portal{},
+		types:      pgtype.NewMap(),
 	}
 	sess.backend.SetMaxBodyLen(s.opts.MaxMessageSize)
 	return sess
@@ -90,6 +99,7 @@ func (ss *session) serve() {
 		return
 	}
 	ss.log.Info("connected", "user", ss.user.Name)
+	defer ss.srv.metrics.connected()()
 	ss.loop()
 	ss.log.Info("disconnected", "user", ss.user.Name)
 }
@@ -128,10 +138,13 @@ func (ss *session) releaseUpstream() {
 
 func (ss *session) send(msg pgproto3.BackendMessage) { ss.backend.Send(msg) }
 
-func (ss *session) flush() error { return ss.backend.Flush() }
+func (ss *session) flush() error {
+	ss.armWrite()
+	return ss.writeFailed(ss.backend.Flush())
+}
 
 func (ss *session) startup() error {
-	ss.client.SetDeadline(time.Now().Add(authTimeout))
+	ss.client.SetDeadline(time.Now().Add(ss.srv.lim.cfg.AuthTimeout))
 	for {
 		msg, err := ss.backend.ReceiveStartupMessage()
 		if err != nil {
@@ -195,6 +208,7 @@ func (ss *session) authenticate(name string) error {
 		ss.send(fatalResponse(codeAuthFailed, fmt.Sprintf("password authentication failed for user %q", name)))
 		ss.flush()
 		ss.log.Warn("authentication failed", "user", name, "reason", cause)
+		ss.srv.metrics.authFailures.Inc()
 		return errHandled
 	}
 	if name == "" {
@@ -252,7 +266,7 @@ var reportedParams = []string{"server_version", "server_encoding", "client_encod
 
 // begin acquires the session's upstream connection and completes startup.
 func (ss *session) begin(params map[string]string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), authTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), ss.srv.lim.cfg.AuthTimeout)
 	defer cancel()
 	up, err := ss.srv.pool.Acquire(ctx)
 	if err != nil {
@@ -370,6 +384,7 @@ func (ss *session) txStatus() byte {
 // loop reads and answers messages until Terminate, an I/O error or shutdown.
 func (ss *session) loop() {
 	for {
+		ss.armIdle()
 		if ss.setInQuery(false) {
 			ss.send(fatalResponse(codeAdminShutdown, "terminating connection due to administrator command"))
 			ss.flush()
@@ -379,6 +394,9 @@ func (ss *session) loop() {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
+				if ss.idleExpired() {
+					return
+				}
 				continue // woken for shutdown: the check above ends the session
 			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
@@ -389,20 +407,27 @@ func (ss *session) loop() {
 			return
 		}
 		ss.setInQuery(true)
+		if handled, ok := ss.overLimit(msg); handled {
+			if !ok {
+				return
+			}
+			continue
+		}
 		switch m := msg.(type) {
 		case *pgproto3.Query:
 			ss.simpleQuery(m.String)
 		case *pgproto3.Terminate:
 			return
 		case *pgproto3.Sync:
-			ss.send(&pgproto3.ReadyForQuery{TxStatus: ss.txStatus()})
+			ss.sync()
 		case *pgproto3.Flush:
 		case *pgproto3.Parse, *pgproto3.Bind, *pgproto3.Describe, *pgproto3.Execute, *pgproto3.Close:
-			// The extended protocol is not implemented yet; answer as a
-			// server would to an error in a batch: error, then skip to Sync.
-			ss.send(errorResponse(newError(codeUnsupported, "the extended query protocol is not supported by dpproxy yet; use the simple query protocol (e.g. pgx QueryExecModeSimpleProtocol)")))
-			if !ss.skipToSync() {
-				return
+			if err := ss.extendedMessage(context.Background(), m); err != nil {
+				// As PostgreSQL does: the error, then discard until Sync.
+				ss.sendError(err)
+				if !ss.skipToSync() {
+					return
+				}
 			}
 		default:
 			ss.send(fatalResponse(codeProtocol, fmt.Sprintf("unexpected message %T", msg)))
@@ -415,6 +440,16 @@ func (ss *session) loop() {
 	}
 }
 
+// sync ends an extended-protocol batch. Outside a transaction block the
+// portals are gone, as PostgreSQL closes them at transaction end.
+func (ss *session) sync() {
+	status := ss.txStatus()
+	if status == 'I' {
+		clear(ss.portals)
+	}
+	ss.send(&pgproto3.ReadyForQuery{TxStatus: status})
+}
+
 // skipToSync discards messages until Sync and answers it, as PostgreSQL does
 // after an error in an extended-protocol batch.
 func (ss *session) skipToSync() bool {
@@ -425,7 +460,7 @@ func (ss *session) skipToSync() bool {
 		}
 		switch msg.(type) {
 		case *pgproto3.Sync:
-			ss.send(&pgproto3.ReadyForQuery{TxStatus: ss.txStatus()})
+			ss.sync()
 			return true
 		case *pgproto3.Terminate:
 			return false

@@ -244,8 +244,11 @@ func (a *Analyzer) classifyStmt(raw *pg_query.RawStmt, text string) (*Statement,
 		return showStmt(n.VariableShowStmt, text)
 	case *pg_query.Node_TransactionStmt:
 		return transactionStmt(n.TransactionStmt, text)
-	case *pg_query.Node_DiscardStmt, *pg_query.Node_DeallocateStmt:
-		return &Statement{Kind: KindPassThrough, SQL: text}, nil
+	case *pg_query.Node_DiscardStmt:
+		return &Statement{Kind: KindPassThrough, SQL: text, Tag: "DISCARD",
+			DropsPrepared: n.DiscardStmt.Target == pg_query.DiscardMode_DISCARD_ALL}, nil
+	case *pg_query.Node_DeallocateStmt:
+		return &Statement{Kind: KindDeallocate, SQL: text, Tag: "DEALLOCATE", Deallocate: n.DeallocateStmt.Name}, nil
 	}
 	return nil, reject(CodeForbidden, raw.StmtLocation, "writes and DDL are refused: %s is not a query", stmtName(raw.Stmt))
 }

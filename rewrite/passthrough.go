@@ -222,6 +222,16 @@ func (a *Analyzer) passThrough(n *pg_query.Node, refs []*relRef) (string, error)
 			if len(pgClass) > 0 && x.Alias != nil && len(x.Alias.Colnames) > 0 {
 				err = reject(CodeForbidden, -1, "column aliases on a join with pg_class are refused: they could rename row-count estimates")
 			}
+			// NATURAL and USING compare columns by name without a
+			// ColumnRef: a join on reltuples would test its value.
+			if len(pgClass) > 0 && x.IsNatural {
+				err = reject(CodeForbidden, -1, "NATURAL JOIN with pg_class is refused: it could compare row-count estimates; name the join columns in ON")
+			}
+			for _, u := range x.UsingClause {
+				if name := u.GetString_().GetSval(); rowEstimateColumns[name] && err == nil {
+					err = reject(CodeForbidden, -1, "JOIN ... USING (%s) is refused: it compares an estimate of the number of rows of a table", name)
+				}
+			}
 		}
 		return err == nil
 	})

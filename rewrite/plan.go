@@ -22,6 +22,10 @@ const (
 	KindExplainDP
 	// KindEmpty is an empty query string (EmptyQueryResponse).
 	KindEmpty
+	// KindDeallocate is DEALLOCATE [PREPARE] name | ALL: prepared
+	// statements live in the proxy, which closes its own.
+	// Statement.Deallocate holds the name, "" for ALL.
+	KindDeallocate
 )
 
 // Statement is one analysed SQL statement.
@@ -43,6 +47,11 @@ type Statement struct {
 	Setting *Setting
 	// Plan is set for KindPrivate and KindExplainDP.
 	Plan *Plan
+	// Deallocate is the statement name of KindDeallocate ("" for ALL).
+	Deallocate string
+	// DropsPrepared is set on DISCARD ALL, which also drops every
+	// prepared statement of the session.
+	DropsPrepared bool
 }
 
 // Setting is a dp.* session setting.
@@ -65,6 +74,21 @@ const (
 	// AggAvg is AVG(col) over a clamped column: released as
 	// mid + noisy(sum - mid*count) / noisy(count), clamped to [Lower, Upper].
 	AggAvg
+	// AggCountDistinct is COUNT(DISTINCT col) for a column other than the
+	// privacy unit: each unit keeps at most MaxDistinct of its distinct
+	// values per group (chosen by a salted hash), so one unit moves the
+	// count by at most MaxDistinct (CountCol).
+	AggCountDistinct
+	// AggVariance is VARIANCE/VAR_SAMP/VAR_POP/STDDEV/STDDEV_SAMP/STDDEV_POP
+	// of a clamped argument: released from a noisy count (CountCol), a
+	// noisy sum centred on the middle of the bounds (SumCol) and a noisy
+	// sum of centred squares (SumSqCol).
+	AggVariance
+	// AggQuantile is percentile_cont/percentile_disc(Quantile) WITHIN
+	// GROUP (ORDER BY arg): HistCol holds the bounded counts of Buckets
+	// equal buckets of [Lower, Upper]; the proxy picks a bucket with the
+	// exponential mechanism.
+	AggQuantile
 )
 
 // Output is one column of the original query's result, in order.
@@ -87,15 +111,34 @@ type Aggregate struct {
 	// Lower and Upper are the clamping bounds (AggSum, AggAvg).
 	Lower, Upper float64
 	// SumCol and CountCol index Plan's result columns: AggSum uses SumCol,
-	// AggCount and AggCountDistinctUnit use CountCol, AggAvg uses both.
-	// -1 where unused.
+	// AggCount, AggCountDistinctUnit and AggCountDistinct use CountCol,
+	// AggAvg and AggVariance use both. -1 where unused.
 	SumCol, CountCol int
+	// SumSqCol (AggVariance) is the bounded sum of (clamped arg - mid)^2,
+	// mid = (Lower+Upper)/2. HistCol (AggQuantile) is a numeric[] of
+	// Buckets bounded bucket counts. -1 where unused.
+	SumSqCol, HistCol int
+	// Text is the aggregate as written (deparsed), for notices and EXPLAIN.
+	Text string
+	// Sample is set for var_samp/variance/stddev/stddev_samp (divide by
+	// n-1), Stddev for the stddev family (square root of the variance).
+	Sample, Stddev bool
+	// Quantile is p of percentile_cont/percentile_disc(p); Discrete is set
+	// for percentile_disc. Buckets is the histogram size.
+	Quantile float64
+	Discrete bool
+	Buckets  int
+	// MaxDistinct (AggCountDistinct) is how many distinct values one unit
+	// may add to a group: min(max_rows_per_unit, number of public values).
+	MaxDistinct int64
 }
 
 // GroupKey is one GROUP BY key of the original query.
 type GroupKey struct {
 	// Column is the key column (lower case) when the key is a plain column.
 	Column string
+	// Expr is the key expression as printed in the rewritten SQL.
+	Expr string
 	// PublicValues, when set, are the configured public values: every
 	// combination of them is released, and no other value.
 	PublicValues []string
@@ -132,8 +175,23 @@ type Plan struct {
 	MaxGroups int64
 	// MaxRows is the table's max_rows_per_unit.
 	MaxRows int64
+	// DistinctValues is set when the plan has an AggCountDistinct: the
+	// per-unit pre-aggregation then also groups by that column, and a
+	// middle layer bounds each unit's values and groups with window
+	// functions (docs/design.md, "COUNT(DISTINCT col)").
+	DistinctValues bool
+	// Post, when set, is computed by the proxy over the noisy rows (keys
+	// and aggregates, in the order of Outputs) instead of OrderBy and
+	// Limit: HAVING, expressions over aggregates, ORDER BY expressions.
+	// The proxy runs it in PostgreSQL over the noised values only.
+	Post *Post
+	// OriginalSQL is the original statement (deparsed) when Post is set:
+	// the proxy has the upstream analyse it before charging, so that an
+	// ill-typed HAVING or output expression is refused for free.
+	OriginalSQL string
 	// OrderBy and Limit are applied by the proxy to the noisy rows
-	// (post-processing). Limit < 0 means none.
+	// (post-processing). Limit < 0 means none. With Post, Limit and Offset
+	// are applied by the post-processing query and OrderBy is empty.
 	OrderBy []OrderKey
 	Limit   int64
 	Offset  int64
@@ -146,4 +204,20 @@ type OrderKey struct {
 	// NullsFirst follows PostgreSQL's default unless given: NULLS LAST for
 	// ascending, NULLS FIRST for descending.
 	NullsFirst bool
+}
+
+// Post is post-processing computed over the released rows. Its expressions
+// reference only the columns dp_c0, dp_c1, ... of a relation dp, one per
+// Output (the noisy values, typed as the database describes DescribeSQL),
+// and functions from a fixed allowlist: they can never see a raw value or
+// a private column. The proxy runs
+//
+//	SELECT <Targets> FROM <the released rows> AS dp [WHERE <Where>]
+//	[ORDER BY <OrderBy>] [LIMIT <Limit>] [OFFSET <Offset>]
+//
+// whose result is the answer.
+type Post struct {
+	Targets string // select list, each item aliased with PostgreSQL's column name
+	Where   string // the original HAVING, "" when none
+	OrderBy string // "" when none
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/dpproxy/dpproxy/conf"
 )
@@ -55,11 +56,12 @@ func newTestAnalyzer(t testing.TB) *Analyzer {
 
 var kindNames = map[Kind]string{
 	KindPrivate: "private", KindPassThrough: "pass-through", KindSetDP: "set-dp",
-	KindShowDP: "show-dp", KindExplainDP: "explain-dp", KindEmpty: "empty",
+	KindShowDP: "show-dp", KindExplainDP: "explain-dp", KindEmpty: "empty", KindDeallocate: "deallocate",
 }
 
 var aggNames = map[AggKind]string{
 	AggCount: "count", AggCountDistinctUnit: "count-distinct-unit", AggSum: "sum", AggAvg: "avg",
+	AggCountDistinct: "count-distinct", AggVariance: "variance", AggQuantile: "quantile",
 }
 
 // render prints the result of Analyze for a golden file.
@@ -113,8 +115,27 @@ func renderPlan(b *strings.Builder, p *Plan) {
 		fmt.Fprintf(b, "-- key %d: column=%s public=%q col=%d\n", i, k.Column, k.PublicValues, k.ResultCol)
 	}
 	for i, a := range p.Aggregates {
-		fmt.Fprintf(b, "-- agg %d: %s func=%s column=%q bounds=[%v,%v] sum_col=%d count_col=%d\n",
+		fmt.Fprintf(b, "-- agg %d: %s func=%s column=%q bounds=[%v,%v] sum_col=%d count_col=%d",
 			i, aggNames[a.Kind], a.Func, a.Column, a.Lower, a.Upper, a.SumCol, a.CountCol)
+		switch a.Kind {
+		case AggVariance:
+			fmt.Fprintf(b, " sumsq_col=%d sample=%v stddev=%v", a.SumSqCol, a.Sample, a.Stddev)
+		case AggQuantile:
+			fmt.Fprintf(b, " hist_col=%d quantile=%v discrete=%v buckets=%d", a.HistCol, a.Quantile, a.Discrete, a.Buckets)
+		case AggCountDistinct:
+			fmt.Fprintf(b, " max_distinct=%d", a.MaxDistinct)
+		}
+		fmt.Fprintf(b, " text=%s\n", a.Text)
+	}
+	if p.Post != nil {
+		fmt.Fprintf(b, "-- post: SELECT %s", p.Post.Targets)
+		if p.Post.Where != "" {
+			fmt.Fprintf(b, " WHERE %s", p.Post.Where)
+		}
+		if p.Post.OrderBy != "" {
+			fmt.Fprintf(b, " ORDER BY %s", p.Post.OrderBy)
+		}
+		b.WriteString("\n")
 	}
 	for i, o := range p.Outputs {
 		if o.Agg != nil {
@@ -197,32 +218,56 @@ func checkPrivateSQL(t testing.TB, src string, p *Plan) {
 		t.Fatalf("rewrite of %q has %d statements", src, len(tree.Stmts))
 	}
 	refs := collectRels(tree.Stmts[0].Stmt.ProtoReflect())
-	if len(refs) != 1 {
-		t.Fatalf("rewrite of %q reads %d relations, want 1:\n%s", src, len(refs), p.SQL)
-	}
 	// Descend through the FROM subqueries to the innermost SELECT.
 	sel := tree.Stmts[0].Stmt.GetSelectStmt()
 	depth := 0
 	for {
-		if sel == nil || len(sel.FromClause) != 1 {
+		if sel == nil || len(sel.FromClause) == 0 {
 			t.Fatalf("rewrite of %q: unexpected shape at depth %d:\n%s", src, depth, p.SQL)
 		}
 		sub := sel.FromClause[0].GetRangeSubselect()
 		if sub == nil {
 			break
 		}
+		if len(sel.FromClause) != 1 {
+			t.Fatalf("rewrite of %q: a subquery is joined at depth %d:\n%s", src, depth, p.SQL)
+		}
 		sel = sub.Subquery.GetSelectStmt()
 		depth++
 	}
-	rv := sel.FromClause[0].GetRangeVar()
-	if rv == nil || rv != refs[0].rv || rv.Schemaname != p.Table.Schema || rv.Relname != p.Table.Name {
-		t.Fatalf("rewrite of %q: innermost FROM is not %s:\n%s", src, p.Table.QualifiedName(), p.SQL)
+	// Every relation is read in the innermost FROM: the private table
+	// exactly once, and otherwise only public tables.
+	innermost := map[*pg_query.RangeVar]bool{}
+	for _, f := range sel.FromClause {
+		walk(f.ProtoReflect(), func(m protoreflect.Message) bool {
+			if rv, ok := m.Interface().(*pg_query.RangeVar); ok {
+				innermost[rv] = true
+			}
+			return true
+		})
 	}
-	if want := 1 + min(len(p.GroupKeys), 1); depth != want {
+	private := 0
+	for _, r := range refs {
+		if !innermost[r.rv] {
+			t.Fatalf("rewrite of %q reads %s outside the innermost per-unit query:\n%s", src, r.rv.Relname, p.SQL)
+		}
+		if r.rv.Schemaname == p.Table.Schema && r.rv.Relname == p.Table.Name {
+			private++
+			continue
+		}
+		if r.rv.Schemaname == "" || !strings.Contains(testConfig, r.rv.Schemaname+"."+r.rv.Relname+": {public: true}") {
+			t.Fatalf("rewrite of %q reads %s.%s, which is not a public table:\n%s", src, r.rv.Schemaname, r.rv.Relname, p.SQL)
+		}
+	}
+	if private != 1 {
+		t.Fatalf("rewrite of %q reads the private table %d times, want 1:\n%s", src, private, p.SQL)
+	}
+	nested := len(p.GroupKeys) > 0 || p.DistinctValues
+	if want := 1 + map[bool]int{true: 1}[nested]; depth != want {
 		t.Errorf("rewrite of %q: private table at depth %d, want %d:\n%s", src, depth, want, p.SQL)
 	}
-	if len(sel.GroupClause) != len(p.GroupKeys)+1 {
-		t.Fatalf("rewrite of %q: innermost GROUP BY has %d items, want unit + %d keys", src, len(sel.GroupClause), len(p.GroupKeys))
+	if want := len(p.GroupKeys) + 1 + map[bool]int{true: 1}[p.DistinctValues]; len(sel.GroupClause) != want {
+		t.Fatalf("rewrite of %q: innermost GROUP BY has %d items, want %d", src, len(sel.GroupClause), want)
 	}
 	first := sel.GroupClause[0].GetColumnRef()
 	if first == nil || first.Fields[len(first.Fields)-1].GetString_().GetSval() != p.Table.PrivacyUnit {
@@ -242,7 +287,7 @@ func checkPrivateSQL(t testing.TB, src string, p *Plan) {
 		seen[k.ResultCol] = true
 	}
 	for _, a := range p.Aggregates {
-		for _, c := range []int{a.SumCol, a.CountCol} {
+		for _, c := range []int{a.SumCol, a.CountCol, a.SumSqCol, a.HistCol} {
 			if c < 0 {
 				continue
 			}

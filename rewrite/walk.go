@@ -130,6 +130,28 @@ var statsRelations = map[string]bool{
 	"pg_stats_ext_exprs":    true,
 }
 
+// refusedCatalogs are catalog relations that hold data rather than schema:
+// the contents of large objects, the upstream's credentials (password
+// hashes, user-mapping and subscription options may hold passwords), and
+// server files. Reading them could reveal private data or the proxy's own
+// credentials, and no client needs them to browse the schema.
+var refusedCatalogs = map[string]string{
+	"pg_largeobject":             "it holds the contents of large objects",
+	"pg_largeobject_metadata":    "it lists large objects",
+	"pg_authid":                  "it holds the password hashes of database roles",
+	"pg_shadow":                  "it holds the password hashes of database roles",
+	"pg_user_mapping":            "its options may hold passwords of foreign servers",
+	"pg_user_mappings":           "its options may hold passwords of foreign servers",
+	"pg_subscription":            "its connection strings may hold passwords",
+	"pg_foreign_server":          "its options may hold connection details",
+	"pg_file_settings":           "it reads the server's configuration files",
+	"pg_hba_file_rules":          "it reads the server's configuration files",
+	"pg_ident_file_mappings":     "it reads the server's configuration files",
+	"pg_replication_slots":       "it exposes replication state",
+	"pg_backend_memory_contexts": "it exposes server internals",
+	"pg_shmem_allocations":       "it exposes server internals",
+}
+
 // resolve classifies every reference, refusing statistics catalogs,
 // cross-database names and tables that are not configured.
 func (a *Analyzer) resolve(refs []*relRef) error {
@@ -154,6 +176,9 @@ func (a *Analyzer) resolve(refs []*relRef) error {
 			if r.schema == "pg_catalog" && (statsRelations[r.name] ||
 				strings.HasPrefix(r.name, "pg_stat_") || strings.HasPrefix(r.name, "pg_statio_")) {
 				return reject(CodeForbidden, rv.Location, "reading %s is refused: pg_stats holds data values from tables", r.qualified())
+			}
+			if reason, ok := refusedCatalogs[r.name]; ok && r.schema == "pg_catalog" {
+				return reject(CodeForbidden, rv.Location, "reading %s is refused: %s", r.qualified(), reason)
 			}
 			if r.schema == "pg_catalog" && r.name == "pg_sequences" {
 				return reject(CodeForbidden, rv.Location, "reading %s is refused: sequence values count the rows inserted into tables", r.qualified())

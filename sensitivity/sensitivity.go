@@ -127,7 +127,18 @@ type Share struct {
 // Shares are rounded down if needed so that (k+s)·share never exceeds the
 // charged total, even by the rounding of one float64 division.
 func Split(eps, delta float64, aggregates int, selection bool, gaussian bool) (perAgg, sel, total Share) {
+	return SplitWith(eps, delta, aggregates, 0, selection, gaussian)
+}
+
+// SplitWith is Split for a query of which pure aggregates (pure ≤
+// aggregates) are released by a pure ε-DP mechanism whatever the noise,
+// such as the exponential mechanism of quantiles: with Gaussian noise δ is
+// divided among the other aggregates and the selection only, so none of it
+// is charged without being used. A pure aggregate's share is perAgg with
+// Delta set to 0 by the caller.
+func SplitWith(eps, delta float64, aggregates, pure int, selection bool, gaussian bool) (perAgg, sel, total Share) {
 	k := max(aggregates, 0)
+	pure = min(max(pure, 0), k)
 	n := k
 	if selection {
 		n++
@@ -142,8 +153,10 @@ func Split(eps, delta float64, aggregates int, selection bool, gaussian bool) (p
 		sel.Epsilon = epsShare
 	}
 	switch {
+	case gaussian && n-pure == 0:
+		// nothing consumes δ: charge none
 	case gaussian:
-		d := divideDown(delta, n)
+		d := divideDown(delta, n-pure)
 		perAgg.Delta = d
 		if selection {
 			sel.Delta = d
@@ -169,4 +182,33 @@ func divideDown(x float64, n int) float64 {
 		q = math.Nextafter(q, 0)
 	}
 	return q
+}
+
+// CountDistinct bounds COUNT(DISTINCT col): the rewrite keeps at most
+// maxDistinct of a unit's distinct non-NULL values per group (chosen by a
+// salted hash of the unit and the value), and a unit can only add or
+// remove values it keeps, so L∞ = maxDistinct — min(max_rows_per_unit,
+// number of public values of col) — over maxGroups groups. Using R as the
+// per-unit cap mirrors the row bound: a unit contributing at most R rows
+// to a group could not hold more than R distinct values there.
+func CountDistinct(maxGroups, maxDistinct int64) Bound {
+	return Bound{L0: maxGroups, LInf: float64(maxDistinct)}
+}
+
+// CenteredSumOfSquares bounds the sum of (x−mid)² − w²/2 over clamped
+// values x, w = (upper−lower)/2, that VARIANCE noises: each (x−mid)² lies in
+// [0, w²], so centring it on w²/2 gives per-row magnitude ≤ w²/2 and a unit
+// moves the sum by at most L∞ = R·w²/2 per group.
+func CenteredSumOfSquares(maxGroups, maxRows int64, lower, upper float64) Bound {
+	w := (upper - lower) / 2
+	return Bound{L0: maxGroups, LInf: float64(maxRows) * w * w / 2}
+}
+
+// QuantileUtility is the sensitivity of the exponential mechanism's utility
+// for the p-quantile over bucket counts: u(b) = −dist(p·N, [L_b, L_b + c_b])
+// with L_b the bounded count below bucket b and N the total. A unit adds
+// D ≤ R to the counts (after the rewrite's bounding), which moves L_b by a
+// value in [0, D] and p·N by p·D, so u moves by at most max(p, 1−p)·R.
+func QuantileUtility(maxRows int64, p float64) float64 {
+	return math.Max(p, 1-p) * float64(maxRows)
 }

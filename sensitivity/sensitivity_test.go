@@ -126,3 +126,28 @@ func near(a, b Share) bool {
 	close := func(x, y float64) bool { return math.Abs(x-y) <= 1e-15*math.Max(math.Abs(x), math.Abs(y)) }
 	return close(a.Epsilon, b.Epsilon) && close(a.Delta, b.Delta)
 }
+
+func TestBreadthBounds(t *testing.T) {
+	if b := CountDistinct(4, 8); b.L0 != 4 || b.LInf != 8 {
+		t.Errorf("CountDistinct(4, 8) = %+v", b)
+	}
+	// values in [0, 10]: w = 5, centred squares in [0, 25], centred on 12.5.
+	if b := CenteredSumOfSquares(1, 8, 0, 10); b.LInf != 8*12.5 {
+		t.Errorf("CenteredSumOfSquares = %+v, want L∞ 100", b)
+	}
+	if u := QuantileUtility(8, 0.5); u != 4 {
+		t.Errorf("QuantileUtility(8, 0.5) = %v, want 4", u)
+	}
+	if u := QuantileUtility(8, 0.9); math.Abs(u-7.2) > 1e-12 {
+		t.Errorf("QuantileUtility(8, 0.9) = %v, want 7.2", u)
+	}
+	// Gaussian with one quantile (pure) and one sum: δ goes to the sum only.
+	per, _, total := SplitWith(1, 1e-6, 2, 1, false, true)
+	if per.Delta != 1e-6 || total.Delta != 1e-6 || per.Epsilon != 0.5 {
+		t.Errorf("SplitWith = %+v total %+v", per, total)
+	}
+	// Only pure aggregates under Gaussian: no δ charged.
+	if _, _, total := SplitWith(1, 1e-6, 1, 1, false, true); total.Delta != 0 {
+		t.Errorf("a quantile alone charged δ=%v", total.Delta)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -58,21 +59,35 @@ func main() {
 	}
 }
 
-// logFlags adds the logging flags shared by serve and demo.
-func logFlags(fs *flag.FlagSet) func() *slog.Logger {
-	format := fs.String("log-format", "text", "log format: text or json")
-	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	return func() *slog.Logger {
-		var lv slog.Level
-		if err := lv.UnmarshalText([]byte(*level)); err != nil {
-			lv = slog.LevelInfo
+// logFlags adds the logging flags shared by serve and demo. The returned
+// function builds the logger: a flag given on the command line overrides
+// the configuration's log section.
+func logFlags(fs *flag.FlagSet) func(cfg conf.Log) *slog.Logger {
+	format := fs.String("log-format", "", "log format: text or json (default: log.format of the configuration, else text)")
+	level := fs.String("log-level", "", "log level: debug, info, warn, error (default: log.level of the configuration, else info)")
+	return func(cfg conf.Log) *slog.Logger {
+		if *format != "" {
+			cfg.Format = *format
 		}
-		opts := &slog.HandlerOptions{Level: lv}
-		if *format == "json" {
-			return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		if *level != "" {
+			cfg.Level = *level
 		}
-		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+		return newLogger(os.Stderr, cfg)
 	}
+}
+
+// newLogger writes structured logs to w. Unknown levels fall back to info
+// (conf.Load rejects them in files; a flag typo should not stop a proxy).
+func newLogger(w io.Writer, cfg conf.Log) *slog.Logger {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(cfg.Level)); err != nil {
+		lv = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if cfg.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 func serve(args []string) error {
@@ -84,7 +99,7 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	log := logger()
+	log := logger(cfg.Log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return run(ctx, cfg, log, nil)
@@ -105,6 +120,15 @@ func run(ctx context.Context, cfg *conf.Config, log *slog.Logger, ready func(add
 	log.Info("dpproxy listening", "addr", ln.Addr().String())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if cfg.Metrics.Listen != "" {
+		stopMetrics, err := serveMetrics(cfg.Metrics.Listen, srv, log)
+		if err != nil {
+			srv.Shutdown(ctx)
+			<-errc
+			return err
+		}
+		defer stopMetrics()
+	}
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
@@ -125,6 +149,25 @@ func run(ctx context.Context, cfg *conf.Config, log *slog.Logger, ready func(add
 	return nil
 }
 
+// serveMetrics serves the Prometheus endpoint /metrics on addr. The
+// returned function stops it.
+func serveMetrics(addr string, srv *proxy.Server, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", srv.MetricsHandler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log.Info("metrics listening", "addr", ln.Addr().String(), "path", "/metrics")
+	go hs.Serve(ln)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(ctx)
+	}, nil
+}
+
 func checkConfig(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("check-config", flag.ExitOnError)
 	path := fs.String("config", "dpproxy.yaml", "configuration file")
@@ -133,8 +176,8 @@ func checkConfig(args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("configuration is invalid:\n%w", err)
 	}
-	fmt.Fprintf(out, "%s: configuration is valid: listen %s, auth %s, %d analysts, mechanism %s, ε=%v per query (max %v), δ=%v\n",
-		*path, cfg.Listen, cfg.Auth.Method, len(cfg.Auth.Users), cfg.Privacy.Mechanism, cfg.Privacy.Epsilon, cfg.Privacy.MaxEpsilonPerQuery, cfg.Privacy.Delta)
+	fmt.Fprintf(out, "%s: the file is valid: listen %s, auth %s, %d analysts, %d tables, mechanism %s, ε=%v per query (max %v), δ=%v\n",
+		*path, cfg.Listen, cfg.Auth.Method, len(cfg.Auth.Users), len(cfg.Tables), cfg.Privacy.Mechanism, cfg.Privacy.Epsilon, cfg.Privacy.MaxEpsilonPerQuery, cfg.Privacy.Delta)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	report, err := proxy.CheckSchema(ctx, cfg)
@@ -142,9 +185,13 @@ func checkConfig(args []string, out io.Writer) error {
 		fmt.Fprintln(out, "  "+line)
 	}
 	if err != nil {
-		return fmt.Errorf("upstream schema does not match the configuration:\n%w", err)
+		n := 1
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			n = len(j.Unwrap())
+		}
+		return fmt.Errorf("check-config found %d problem(s) with the upstream:\n%w", n, err)
 	}
-	fmt.Fprintln(out, "upstream schema matches the configuration")
+	fmt.Fprintln(out, "OK: the upstream matches the configuration")
 	return nil
 }
 
@@ -153,7 +200,9 @@ func runDemo(args []string) error {
 	listen := fs.String("listen", "127.0.0.1:6432", "address the proxy listens on")
 	logger := logFlags(fs)
 	fs.Parse(args)
-	log := logger()
+	// The tour is on standard output; the per-query log would interleave
+	// with it, so the demo logs warnings only unless -log-level says more.
+	log := logger(conf.Log{Format: "text", Level: "warn"})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -164,15 +213,31 @@ func runDemo(args []string) error {
 		if err != nil {
 			return fmt.Errorf("demo: %w (install PostgreSQL server binaries, e.g. apt-get install postgresql, or set DPPROXY_UPSTREAM)", err)
 		}
-		defer pg.Stop()
+		defer func() {
+			pg.Stop()
+			fmt.Println("The throwaway PostgreSQL is stopped and its directory removed.")
+		}()
 		if upstream, err = pg.CreateDatabase(ctx, "shop"); err != nil {
 			return err
 		}
 	}
 	fmt.Println("Loading the sample shop (customers, orders, products) ...")
-	if err := demo.Load(ctx, upstream); err != nil {
+	cleanup, err := demo.Install(ctx, upstream)
+	if err != nil {
 		return err
 	}
+	defer func() {
+		// ctx is cancelled by now (Ctrl-C): clean up on a fresh one.
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := cleanup(cctx); err != nil {
+			fmt.Fprintf(os.Stderr, "dpproxy demo: cleaning up the database: %v\n", err)
+			return
+		}
+		if os.Getenv("DPPROXY_UPSTREAM") != "" {
+			fmt.Println("The demo tables (and the ledger, if the demo created it) are dropped.")
+		}
+	}()
 	cfg, err := conf.Parse("demo.yaml", demo.ConfigFor(upstream), os.Getenv)
 	if err != nil {
 		return err
@@ -181,11 +246,7 @@ func runDemo(args []string) error {
 	return run(ctx, cfg, log, func(addr string) {
 		host, port, _ := net.SplitHostPort(addr)
 		fmt.Printf("\ndpproxy demo is running. Connect with:\n\n  psql \"host=%s port=%s user=alice dbname=shop sslmode=disable\"\n\n", host, port)
-		fmt.Println("Private tables: orders and customers (one person = one customer_id); public: products.")
-		fmt.Println("Try:")
-		for _, q := range demo.Queries {
-			fmt.Printf("  %s\n      -- %s\n", q.SQL, q.Note)
-		}
-		fmt.Println("\nPress Ctrl-C to stop; the throwaway database is removed.")
+		demo.Tour(ctx, os.Stdout, fmt.Sprintf("postgres://alice@%s/shop?sslmode=disable", net.JoinHostPort(host, port)))
+		fmt.Println("\nPress Ctrl-C to stop; everything the demo created is removed.")
 	})
 }

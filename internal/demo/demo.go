@@ -6,7 +6,9 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"io"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -33,30 +35,138 @@ func ConfigFor(upstream string) []byte {
 	return []byte(strings.Replace(Config, "UPSTREAM", upstream, 1))
 }
 
-// Load creates the dataset in the database at url (dropping the demo
-// tables first if they exist).
+// Marker is the comment the demo puts on its tables.
+const Marker = "dpproxy demo data"
+
+// tables are the demo's tables, in the order they can be dropped.
+var tables = []string{"public.orders", "public.customers", "public.products"}
+
+// Load creates the dataset in the database at url, replacing the demo
+// tables of an earlier run. It refuses to touch a table of the same name
+// that the demo did not create (one without Marker as its comment).
 func Load(ctx context.Context, url string) error {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return fmt.Errorf("demo: connect: %w", err)
 	}
 	defer conn.Close(ctx)
+	if err := checkForeign(ctx, conn); err != nil {
+		return err
+	}
 	if _, err := conn.Exec(ctx, Schema); err != nil {
 		return fmt.Errorf("demo: load dataset: %w", err)
 	}
 	return nil
 }
 
-// Queries are the example queries the demo prints, with what to look for.
-var Queries = []struct{ SQL, Note string }{
+func checkForeign(ctx context.Context, conn *pgx.Conn) error {
+	for _, t := range tables {
+		var exists bool
+		var comment *string
+		err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, obj_description(to_regclass($1), 'pg_class')`, t).Scan(&exists, &comment)
+		if err != nil {
+			return fmt.Errorf("demo: inspect %s: %w", t, err)
+		}
+		if exists && (comment == nil || *comment != Marker) {
+			return fmt.Errorf("demo: the database already has a table %s that the demo did not create; point DPPROXY_UPSTREAM at an empty database", t)
+		}
+	}
+	return nil
+}
+
+// Install loads the dataset like Load and returns a function that removes
+// everything the demo created: its tables, and the ledger (schema dpproxy)
+// unless it existed before.
+func Install(ctx context.Context, url string) (cleanup func(context.Context) error, err error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("demo: connect: %w", err)
+	}
+	var ledgerExisted bool
+	err = conn.QueryRow(ctx, `SELECT to_regnamespace('dpproxy') IS NOT NULL`).Scan(&ledgerExisted)
+	conn.Close(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("demo: inspect schema dpproxy: %w", err)
+	}
+	if err := Load(ctx, url); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return fmt.Errorf("demo: connect: %w", err)
+		}
+		defer conn.Close(ctx)
+		drop := "DROP TABLE IF EXISTS " + strings.Join(tables, ", ")
+		if !ledgerExisted {
+			drop += "; DROP SCHEMA IF EXISTS dpproxy CASCADE"
+		}
+		if _, err := conn.Exec(ctx, drop); err != nil {
+			return fmt.Errorf("demo: drop: %w", err)
+		}
+		return nil
+	}, nil
+}
+
+// Query is an example query of the tour, with what to look for.
+type Query struct{ SQL, Note string }
+
+// Queries are the tour's three example queries.
+var Queries = []Query{
 	{"SELECT region, count(*), sum(amount), avg(amount) FROM orders GROUP BY region;",
-		"every public region appears; the values are noisy, and a NOTICE gives the charge and the 95% error bounds"},
+		"all four regions appear (their values are public); the numbers are noisy, and the NOTICE gives the charge and each column's 95% error, e.g. count: ±288 (95%)"},
 	{"SELECT channel, count(*) FROM orders GROUP BY channel;",
-		"'phone' is used by one customer only: partition selection suppresses it"},
+		"'phone' is missing: one customer uses it, and partition selection hides keys held by too few people"},
 	{"SELECT count(DISTINCT customer_id) FROM orders WHERE amount > 100;",
-		"one number for the whole table: no GROUP BY, so each person touches one group"},
-	{"EXPLAIN DP SELECT region, sum(amount) FROM orders GROUP BY region;",
-		"the rewritten SQL, each column's sensitivity and noise, and the charge, without running or charging"},
+		"no GROUP BY, so each person touches one number and the error is small; run it again: the same answer, nothing charged"},
+}
+
+// More are further things to try, printed after the tour.
+var More = []Query{
 	{"SHOW dp.budget;", "what you have spent and what is left"},
+	{"SET dp.epsilon = 0.5;", "less budget per query, more noise"},
+	{"SET dp.notices = off;", "silences the NOTICE"},
 	{"SELECT * FROM orders;", "refused: it would return individual rows"},
+}
+
+// Tour prints the example queries and the EXPLAIN DP of the first one,
+// asked of the proxy at url (EXPLAIN DP runs nothing and charges nothing).
+func Tour(ctx context.Context, w io.Writer, url string) {
+	fmt.Fprintln(w, "A short tour: paste these into psql.")
+	for i, q := range Queries {
+		fmt.Fprintf(w, "\n %d. %s\n    Look for: %s\n", i+1, q.SQL, q.Note)
+	}
+	explain := "EXPLAIN DP " + strings.TrimSuffix(Queries[0].SQL, ";")
+	fmt.Fprintf(w, "\nHow query 1 is answered (%s):\n\n", explain+";")
+	lines, err := explainLines(ctx, url, explain)
+	if err != nil {
+		fmt.Fprintf(w, "    (could not ask the proxy: %v)\n", err)
+	}
+	for _, l := range lines {
+		fmt.Fprintln(w, "    "+l)
+	}
+	fmt.Fprintln(w, "\nAlso try:")
+	for _, q := range More {
+		fmt.Fprintf(w, "    %-24s -- %s\n", q.SQL, q.Note)
+	}
+}
+
+func explainLines(ctx context.Context, url, sql string) ([]string, error) {
+	cc, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }

@@ -64,3 +64,10 @@ SELECT 7, 3, region, 'phone', 1, 42.00, timestamptz '2024-06-01'
 FROM public.customers WHERE customer_id = 7;
 
 ANALYZE public.products, public.customers, public.orders;
+
+-- Marks the tables as the demo's own: demo.Load refuses to replace tables
+-- of these names that lack it, so pointing the demo at a real database
+-- cannot drop real data.
+COMMENT ON TABLE public.products IS 'dpproxy demo data';
+COMMENT ON TABLE public.customers IS 'dpproxy demo data';
+COMMENT ON TABLE public.orders IS 'dpproxy demo data';

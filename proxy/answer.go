@@ -1,0 +1,200 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/dpproxy/dpproxy/sensitivity"
+)
+
+// This file connects the released answers to the ledger: the durable
+// answer cache (dpproxy.answers, through budget.Claim) and the charge of a
+// query under zCDP accounting.
+//
+// A private query that misses the in-memory cache claims its question in
+// the ledger. The claim makes every other connection and proxy process
+// asking the same question wait; if the question was answered before (here
+// or by another process, before or after a restart), that answer is
+// returned at no charge. Otherwise the query is charged, run and noised,
+// and its answer is stored before the claim is released and before the
+// client sees it, so no restart and no race can draw fresh noise for a
+// question already answered.
+
+// answerVersion is the encoding version of stored answers.
+const answerVersion = 1
+
+// storedAnswer is the JSON form of an answer in dpproxy.answers. Byte
+// slices are base64; a NULL value is null, distinct from an empty string.
+type storedAnswer struct {
+	V       int           `json:"v"`
+	Fields  []storedField `json:"fields"`
+	Rows    [][][]byte    `json:"rows"`
+	Epsilon float64       `json:"epsilon"`
+	Delta   float64       `json:"delta"`
+	Bounds  string        `json:"bounds"`
+}
+
+type storedField struct {
+	Name                 string `json:"name"`
+	TableOID             uint32 `json:"table_oid"`
+	TableAttributeNumber uint16 `json:"table_attr"`
+	DataTypeOID          uint32 `json:"type_oid"`
+	DataTypeSize         int16  `json:"type_size"`
+	TypeModifier         int32  `json:"type_mod"`
+	Format               int16  `json:"format"`
+}
+
+// encodeAnswer serializes a released answer for the ledger.
+func encodeAnswer(a *answer) ([]byte, error) {
+	s := storedAnswer{V: answerVersion, Rows: a.rows, Epsilon: a.charged.Epsilon, Delta: a.charged.Delta, Bounds: a.bounds}
+	for _, f := range a.fields {
+		s.Fields = append(s.Fields, storedField{
+			Name: string(f.Name), TableOID: f.TableOID, TableAttributeNumber: f.TableAttributeNumber,
+			DataTypeOID: f.DataTypeOID, DataTypeSize: f.DataTypeSize, TypeModifier: f.TypeModifier, Format: f.Format,
+		})
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: encode answer: %w", err)
+	}
+	return b, nil
+}
+
+// decodeAnswer reads an answer stored by encodeAnswer.
+func decodeAnswer(b []byte) (*answer, error) {
+	var s storedAnswer
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("proxy: decode stored answer: %w", err)
+	}
+	if s.V != answerVersion {
+		return nil, fmt.Errorf("proxy: stored answer has version %d, want %d", s.V, answerVersion)
+	}
+	a := &answer{rows: s.Rows, charged: sensitivity.Share{Epsilon: s.Epsilon, Delta: s.Delta}, bounds: s.Bounds}
+	for _, f := range s.Fields {
+		a.fields = append(a.fields, pgproto3.FieldDescription{
+			Name: []byte(f.Name), TableOID: f.TableOID, TableAttributeNumber: f.TableAttributeNumber,
+			DataTypeOID: f.DataTypeOID, DataTypeSize: f.DataTypeSize, TypeModifier: f.TypeModifier, Format: f.Format,
+		})
+	}
+	for _, r := range a.rows {
+		if len(r) != len(a.fields) {
+			return nil, fmt.Errorf("proxy: stored answer has a row of %d values for %d columns", len(r), len(a.fields))
+		}
+	}
+	return a, nil
+}
+
+// claimAnswer claims key's question in the ledger (waiting while another
+// connection or process answers it) and returns the claim, plus the stored
+// answer if the question was answered before. Callers must Release the
+// claim, after storing a fresh answer and before sending it.
+func (ss *session) claimAnswer(ctx context.Context, key budget.CacheKey) (*budget.Claim, *answer, error) {
+	cl, err := ss.srv.ledger.Claim(ctx, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, ok := cl.Cached()
+	if !ok {
+		return cl, nil, nil
+	}
+	a, err := decodeAnswer(b)
+	if err != nil {
+		// Never answer afresh over a stored answer we cannot read: that
+		// would draw new noise for a question already answered.
+		cl.Release()
+		return nil, nil, newError(codeInternal, "the stored answer to this question cannot be read: %v", err)
+	}
+	ss.srv.answers.Add(key, a)
+	return cl, a, nil
+}
+
+// storeAnswer saves a fresh answer with the claim's charge and adds it to
+// the in-memory cache. The answer must not be sent if this fails.
+func (ss *session) storeAnswer(ctx context.Context, cl *budget.Claim, key budget.CacheKey, a *answer) error {
+	b, err := encodeAnswer(a)
+	if err != nil {
+		return err
+	}
+	if err := cl.Store(ctx, b); err != nil {
+		return err
+	}
+	ss.srv.answers.Add(key, a)
+	return nil
+}
+
+// charge is what a query costs the analyst: its (ε, δ) for basic
+// composition and its zCDP cost (see zcdpCost), which the ledger uses
+// under privacy.accounting: zcdp.
+func (ss *session) charge(st *rewrite.Statement, spec *releaseSpec) (budget.Charge, error) {
+	rho, dApprox, err := zcdpCost(spec)
+	if err != nil {
+		return budget.Charge{}, err
+	}
+	return budget.Charge{
+		Analyst: ss.user.Name, Epsilon: spec.total.Epsilon, Delta: spec.total.Delta,
+		Rho: rho, DeltaApprox: dApprox, Fingerprint: st.Fingerprint,
+	}, nil
+}
+
+// zcdpCost is a query's cost under zCDP accounting: it is
+// deltaApprox-approximately rho-zCDP (Bun & Steinke 2016). Each noised part
+// adds its ρ (zCDP composes additively):
+//
+//   - Gaussian noise with σ on a value of L2 sensitivity Δ2 = √L0·L∞:
+//     ρ = Δ2²/(2σ²), with σ exactly as the sampler calibrates it.
+//   - Laplace noise of scale L0·L∞/ε: each of the L0 groups a person can
+//     touch is released (ε/L0)-DP, hence (ε/L0)²/2-zCDP, and the L0 groups
+//     compose to ρ = ε²/(2·L0).
+//   - A quantile (exponential mechanism, ε/L0 per group): likewise
+//     ρ = L0·(ε/L0)²/2.
+//   - Partition selection: its noise as above, and the threshold's δ
+//     (the chance that a group of one person is released) as the
+//     approximate part.
+//
+// The per-query δ that basic composition charges for Gaussian noise is not
+// in deltaApprox: under zCDP the Gaussian's cost is all in ρ.
+//
+// The samplers are discretized versions of the continuous Laplace and
+// Gaussian distributions (granularity snapping); ρ is that of the
+// continuous mechanism, as the library's (ε, δ) calibration also assumes.
+func zcdpCost(spec *releaseSpec) (rho, deltaApprox float64, err error) {
+	gaussian := spec.mech.Name() == conf.Gaussian
+	add := func(p part) error {
+		if p.bound.LInf == 0 || p.bound.L0 == 0 {
+			return nil // not noised: nothing about any person is released
+		}
+		if !gaussian {
+			rho += budget.PureRho(p.share.Epsilon) / float64(p.bound.L0)
+			return nil
+		}
+		sigma, err := spec.mech.StdDev(p.bound.L0, p.bound.LInf, p.share.Epsilon, p.share.Delta)
+		if err != nil {
+			return err
+		}
+		rho += budget.GaussianRho(p.bound.L2(), sigma)
+		return nil
+	}
+	for _, as := range spec.aggs {
+		for _, p := range []part{as.count, as.sum, as.sq} {
+			if err := add(p); err != nil {
+				return 0, 0, err
+			}
+		}
+		if q := as.quantile; q != nil {
+			rho += float64(q.l0) * budget.PureRho(q.eps)
+		}
+	}
+	if spec.selDelta > 0 || spec.sel.bound.L0 > 0 {
+		if err := add(spec.sel); err != nil {
+			return 0, 0, err
+		}
+		deltaApprox += spec.selDelta - spec.noiseDel
+	}
+	return rho, deltaApprox, nil
+}

@@ -1,0 +1,358 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/dpproxy/dpproxy/rewrite"
+)
+
+// The extended query protocol. Prepared statements and portals live in the
+// proxy: a statement is analysed (and refused) at Parse, before anything
+// runs. Pass-through statements are also prepared upstream under a name of
+// the proxy's own; private statements are described upstream at Parse (for
+// parameter and result types) and run at Execute in their rewritten form,
+// with the client's parameters bound as parameters — never spliced into SQL.
+
+// prepared is a client's prepared statement.
+type prepared struct {
+	st        *rewrite.Statement
+	paramOIDs []uint32
+	fields    []pgproto3.FieldDescription // nil: no rows (NoData)
+	// upstream names the statement prepared upstream (pass-through only).
+	upstream string
+}
+
+// portal is a bound statement, ready to execute.
+type portal struct {
+	ps            *prepared
+	params        *params
+	resultFormats []int16
+	// res and sent keep a result across Execute messages with a row limit.
+	res  *result
+	sent int
+	done bool
+}
+
+// extendedMessage handles one message of the extended protocol. An error
+// is answered by the caller, which then discards messages until Sync.
+func (ss *session) extendedMessage(ctx context.Context, msg pgproto3.FrontendMessage) error {
+	switch m := msg.(type) {
+	case *pgproto3.Parse:
+		return ss.parse(ctx, m)
+	case *pgproto3.Bind:
+		return ss.bind(m)
+	case *pgproto3.Describe:
+		return ss.describeMessage(m)
+	case *pgproto3.Execute:
+		return ss.observedExecute(ctx, m, ss.executePortal)
+	case *pgproto3.Close:
+		return ss.closeMessage(ctx, m)
+	}
+	return newError(codeProtocol, "unexpected message %T", msg)
+}
+
+func (ss *session) parse(ctx context.Context, m *pgproto3.Parse) error {
+	if m.Name != "" {
+		if _, exists := ss.statements[m.Name]; exists {
+			return newError("42P05", "prepared statement %q already exists", m.Name)
+		}
+	}
+	stmts, err := ss.srv.analyzer.Analyze(m.Query)
+	if err != nil {
+		ss.observeRefused(m.Query, err)
+		return err
+	}
+	if len(stmts) > 1 {
+		return newError("42601", "cannot insert multiple commands into a prepared statement")
+	}
+	oids := append([]uint32(nil), m.ParameterOIDs...)
+	ps := &prepared{st: stmts[0], paramOIDs: oids}
+	switch ps.st.Kind {
+	case rewrite.KindPassThrough:
+		if ps.st.DropsPrepared {
+			return newError(codeUnsupported, "DISCARD ALL cannot be prepared; send it as a simple query")
+		}
+		ss.upstreamSeq++
+		name := fmt.Sprintf("dpproxy_%d", ss.upstreamSeq)
+		sd, err := ss.upstream.Conn().PgConn().Prepare(ctx, name, ps.st.SQL, oids)
+		if err != nil {
+			return err
+		}
+		ps.upstream, ps.paramOIDs = name, sd.ParamOIDs
+		if len(sd.Fields) > 0 {
+			ps.fields = rowDescription(sd.Fields).Fields
+		}
+	case rewrite.KindPrivate, rewrite.KindExplainDP:
+		d, err := ss.describe(ctx, ps.st.Plan, oids)
+		if err != nil {
+			return err
+		}
+		ps.paramOIDs = d.paramOIDs
+		if ps.st.Kind == rewrite.KindPrivate {
+			ps.fields = d.fields
+		} else {
+			ps.fields = textResult([]string{"QUERY PLAN"}, []uint32{oidText}, nil, "").fields
+		}
+	case rewrite.KindShowDP:
+		r, err := ss.showDP(ctx, ps.st)
+		if err != nil {
+			return err
+		}
+		ps.fields = r.fields
+	}
+	ss.closeStatement(ctx, m.Name)
+	ss.statements[m.Name] = ps
+	ss.send(&pgproto3.ParseComplete{})
+	return nil
+}
+
+func (ss *session) bind(m *pgproto3.Bind) error {
+	ps, ok := ss.statements[m.PreparedStatement]
+	if !ok {
+		return newError("26000", "prepared statement %q does not exist", m.PreparedStatement)
+	}
+	if len(m.Parameters) != len(ps.paramOIDs) {
+		return newError(codeProtocol, "bind message supplies %d parameters, but prepared statement %q requires %d", len(m.Parameters), m.PreparedStatement, len(ps.paramOIDs))
+	}
+	if n := len(m.ParameterFormatCodes); n > 1 && n != len(m.Parameters) {
+		return newError(codeProtocol, "bind message has %d parameter formats but %d parameters", n, len(m.Parameters))
+	}
+	if n := len(m.ResultFormatCodes); n > 1 && n != len(ps.fields) {
+		return newError(codeProtocol, "bind message has %d result formats but the query has %d columns", n, len(ps.fields))
+	}
+	// The message is only valid until the next Receive: copy what we keep.
+	p := &params{values: make([][]byte, len(m.Parameters)), formats: make([]int16, len(m.Parameters))}
+	for i, v := range m.Parameters {
+		if v != nil {
+			p.values[i] = append([]byte{}, v...)
+		}
+		p.formats[i] = formatOf(m.ParameterFormatCodes, i)
+	}
+	var rf []int16
+	if len(m.ResultFormatCodes) > 0 {
+		rf = make([]int16, len(ps.fields))
+		for i := range rf {
+			rf[i] = formatOf(m.ResultFormatCodes, i)
+		}
+	}
+	ss.portals[m.DestinationPortal] = &portal{ps: ps, params: p, resultFormats: rf}
+	ss.send(&pgproto3.BindComplete{})
+	return nil
+}
+
+// formatOf applies the protocol's rule: no codes means text, one code
+// applies to all, otherwise one per column.
+func formatOf(codes []int16, i int) int16 {
+	switch {
+	case len(codes) == 0:
+		return pgtype.TextFormatCode
+	case len(codes) == 1:
+		return codes[0]
+	case i < len(codes):
+		return codes[i]
+	}
+	return pgtype.TextFormatCode
+}
+
+func (ss *session) describeMessage(m *pgproto3.Describe) error {
+	switch m.ObjectType {
+	case 'S':
+		ps, ok := ss.statements[m.Name]
+		if !ok {
+			return newError("26000", "prepared statement %q does not exist", m.Name)
+		}
+		ss.send(&pgproto3.ParameterDescription{ParameterOIDs: ps.paramOIDs})
+		ss.sendFields(ps.fields, nil)
+	case 'P':
+		pt, ok := ss.portals[m.Name]
+		if !ok {
+			return newError("34000", "portal %q does not exist", m.Name)
+		}
+		ss.sendFields(pt.ps.fields, pt.resultFormats)
+	default:
+		return newError(codeProtocol, "invalid DESCRIBE message subtype %d", m.ObjectType)
+	}
+	return nil
+}
+
+func (ss *session) sendFields(fields []pgproto3.FieldDescription, formats []int16) {
+	if fields == nil {
+		ss.send(&pgproto3.NoData{})
+		return
+	}
+	fs := append([]pgproto3.FieldDescription(nil), fields...)
+	for i := range fs {
+		fs[i].Format = formatOf(formats, i)
+	}
+	ss.send(&pgproto3.RowDescription{Fields: fs})
+}
+
+func (ss *session) executePortal(ctx context.Context, m *pgproto3.Execute) error {
+	pt, ok := ss.portals[m.Portal]
+	if !ok {
+		return newError("34000", "portal %q does not exist", m.Portal)
+	}
+	max := int(m.MaxRows)
+	if pt.res == nil && !pt.done {
+		if pt.ps.st.Kind == rewrite.KindPassThrough && max == 0 {
+			pt.done = true
+			return ss.executeUpstream(ctx, pt)
+		}
+		var err error
+		if pt.ps.st.Kind == rewrite.KindPassThrough {
+			pt.res, err = ss.collectUpstream(ctx, pt)
+		} else {
+			pt.res, err = ss.execute(ctx, pt.ps.st, pt.params, pt.ps.paramOIDs)
+		}
+		if err != nil {
+			pt.done = true
+			return err
+		}
+	}
+	if pt.res == nil {
+		// Executing a finished portal again returns no more rows.
+		ss.send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")})
+		return nil
+	}
+	if pt.res.empty {
+		ss.send(&pgproto3.EmptyQueryResponse{})
+		pt.res, pt.done = nil, true
+		return nil
+	}
+	next, err := ss.sendRowsFrom(pt.res, pt.resultFormats, pt.sent, max)
+	pt.sent = next
+	if err != nil || next >= len(pt.res.rows) {
+		pt.res, pt.done = nil, true
+	}
+	return err
+}
+
+// executeUpstream runs a pass-through portal upstream and streams its rows.
+func (ss *session) executeUpstream(ctx context.Context, pt *portal) error {
+	defer upstreamTimer(ctx)()
+	rr := ss.upstream.Conn().PgConn().ExecPrepared(ctx, pt.ps.upstream, pt.params.values, pt.params.formats, pt.resultFormats)
+	n := 0
+	for rr.NextRow() {
+		ss.send(&pgproto3.DataRow{Values: rr.Values()})
+		if n++; n%1024 == 0 {
+			if err := ss.flush(); err != nil {
+				ss.abandonUpstream()
+				return err
+			}
+		}
+	}
+	tag, err := rr.Close()
+	if err != nil {
+		return err
+	}
+	ss.send(&pgproto3.CommandComplete{CommandTag: []byte(tag.String())})
+	ss.sendParameterChanges(false)
+	return nil
+}
+
+// collectUpstream runs a pass-through portal upstream and keeps its rows,
+// for Execute with a row limit. The rows come in the requested formats, so
+// the result's own fields are marked as already converted.
+func (ss *session) collectUpstream(ctx context.Context, pt *portal) (*result, error) {
+	defer upstreamTimer(ctx)()
+	rr := ss.upstream.Conn().PgConn().ExecPrepared(ctx, pt.ps.upstream, pt.params.values, pt.params.formats, pt.resultFormats)
+	r := &result{fields: pt.ps.fields}
+	for rr.NextRow() {
+		vals := rr.Values()
+		row := make([][]byte, len(vals))
+		for i, v := range vals {
+			if v != nil {
+				row[i] = append([]byte{}, v...)
+			}
+		}
+		r.rows = append(r.rows, row)
+	}
+	tag, err := rr.Close()
+	if err != nil {
+		return nil, err
+	}
+	r.tag = tag.String()
+	// Already in the client's formats: send them as they are.
+	pt.resultFormats = nil
+	ss.sendParameterChanges(false)
+	return r, nil
+}
+
+func (ss *session) closeMessage(ctx context.Context, m *pgproto3.Close) error {
+	switch m.ObjectType {
+	case 'S':
+		ss.closeStatement(ctx, m.Name)
+	case 'P':
+		delete(ss.portals, m.Name)
+	default:
+		return newError(codeProtocol, "invalid CLOSE message subtype %d", m.ObjectType)
+	}
+	ss.send(&pgproto3.CloseComplete{})
+	return nil
+}
+
+// closeStatement forgets a prepared statement (if any) and its portals, and
+// deallocates its upstream twin.
+func (ss *session) closeStatement(ctx context.Context, name string) {
+	ps, ok := ss.statements[name]
+	if !ok {
+		return
+	}
+	delete(ss.statements, name)
+	for k, pt := range ss.portals {
+		if pt.ps == ps {
+			delete(ss.portals, k)
+		}
+	}
+	if ps.upstream != "" {
+		if err := ss.upstream.Conn().PgConn().Deallocate(ctx, ps.upstream); err != nil {
+			ss.log.Info("deallocate upstream statement", "err", err)
+		}
+	}
+}
+
+// deallocate implements DEALLOCATE name | ALL on the proxy's statements.
+func (ss *session) deallocate(ctx context.Context, name string) (*result, error) {
+	if name == "" {
+		for n := range ss.statements {
+			ss.closeStatement(ctx, n)
+		}
+		return &result{tag: "DEALLOCATE ALL"}, nil
+	}
+	if _, ok := ss.statements[name]; !ok {
+		return nil, newError("26000", "prepared statement %q does not exist", name)
+	}
+	ss.closeStatement(ctx, name)
+	return &result{tag: "DEALLOCATE"}, nil
+}
+
+// dropAllPrepared forgets every statement and portal; the upstream drops
+// its twins itself (DISCARD ALL).
+func (ss *session) dropAllPrepared() {
+	clear(ss.statements)
+	clear(ss.portals)
+}
+
+// convert re-encodes a text value in the requested format.
+func (ss *session) convert(oid uint32, format int16, v []byte) ([]byte, error) {
+	if v == nil || format == pgtype.TextFormatCode {
+		return v, nil
+	}
+	t, ok := ss.types.TypeForOID(oid)
+	if !ok {
+		return nil, newError(codeUnsupported, "binary result format is not supported for type oid %d; request text", oid)
+	}
+	val, err := t.Codec.DecodeValue(ss.types, oid, pgtype.TextFormatCode, v)
+	if err != nil {
+		return nil, newError(codeInternal, "cannot convert a result value of type oid %d to binary", oid)
+	}
+	out, err := ss.types.Encode(oid, pgtype.BinaryFormatCode, val, nil)
+	if err != nil {
+		return nil, newError(codeInternal, "cannot encode a result value of type oid %d in binary", oid)
+	}
+	return out, nil
+}

@@ -1,0 +1,1 @@
+SELECT count(DISTINCT customer_id) FILTER (WHERE amount > 100) FROM orders

@@ -1,0 +1,1 @@
+SELECT count(*), count(*) AS again FROM orders

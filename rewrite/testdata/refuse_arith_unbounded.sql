@@ -1,0 +1,1 @@
+SELECT sum(quantity * 2) FROM orders

@@ -1,0 +1,1 @@
+SELECT customer_id + 1, count(*) FROM orders GROUP BY 1

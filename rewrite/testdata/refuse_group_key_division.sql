@@ -1,0 +1,1 @@
+SELECT amount / 10, count(*) FROM orders GROUP BY 1

@@ -1,0 +1,1 @@
+SELECT region FROM orders GROUP BY region HAVING count(*) > $1

@@ -1,0 +1,1 @@
+SELECT median(amount) FROM orders

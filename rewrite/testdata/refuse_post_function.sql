@@ -1,0 +1,1 @@
+SELECT region, pg_sleep(count(*)) FROM orders GROUP BY region

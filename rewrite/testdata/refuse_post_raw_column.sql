@@ -1,0 +1,1 @@
+SELECT region, count(*) + amount FROM orders GROUP BY region

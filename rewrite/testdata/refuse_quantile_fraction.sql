@@ -1,0 +1,1 @@
+SELECT percentile_cont(amount) WITHIN GROUP (ORDER BY amount) FROM orders

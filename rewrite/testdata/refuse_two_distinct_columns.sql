@@ -1,0 +1,1 @@
+SELECT count(DISTINCT product_id), count(DISTINCT channel) FROM orders
