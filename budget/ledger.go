@@ -469,7 +469,12 @@ func (e *ExhaustedError) SQLState() string { return "53400" }
 
 // UnavailableError means the ledger could not be read or written, so the
 // query must not run. Error is safe to show clients; the cause, which may
-// name hosts, is in Err (Unwrap) and in LogValue for logs.
+// name hosts, is in Err and in LogValue for logs.
+//
+// It has no Unwrap method on purpose: errors.As must not find the cause's
+// *pgconn.PgError (a ledger failure such as a constraint violation), which
+// the proxy would pass on to the client verbatim. errors.Is still sees the
+// cause (context.Canceled, for one) through Is.
 type UnavailableError struct {
 	Err error
 }
@@ -483,7 +488,9 @@ func (e *UnavailableError) Error() string {
 	return "privacy budget ledger unavailable: nothing was run"
 }
 
-func (e *UnavailableError) Unwrap() error { return e.Err }
+// Is reports whether the cause is target, so that errors.Is(err,
+// context.Canceled) holds for a canceled ledger call.
+func (e *UnavailableError) Is(target error) bool { return errors.Is(e.Err, target) }
 
 // SQLState is connection_failure, or query_canceled when the caller's
 // context was canceled.

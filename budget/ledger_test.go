@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dpproxy/dpproxy/conf"
@@ -524,5 +525,19 @@ func TestDecimal(t *testing.T) {
 		if got := decimal(f); got != want {
 			t.Errorf("decimal(%v) = %q, want %q", f, got, want)
 		}
+	}
+}
+
+// TestUnavailableHidesTheDatabaseError: a ledger failure must map to 08006
+// at the proxy, which passes on any *pgconn.PgError it finds with
+// errors.As; so the cause is not reachable that way.
+func TestUnavailableHidesTheDatabaseError(t *testing.T) {
+	err := unavailable(fmt.Errorf("insert: %w", &pgconn.PgError{Code: "23505", Message: "duplicate key value violates unique constraint"}))
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		t.Errorf("errors.As found the ledger's database error %v through UnavailableError", pgErr)
+	}
+	if !errors.Is(unavailable(fmt.Errorf("x: %w", context.Canceled)), context.Canceled) {
+		t.Error("errors.Is does not see a canceled cause")
 	}
 }

@@ -288,7 +288,7 @@ func (c *checker) ledger(ctx context.Context) {
 		UNION ALL
 		SELECT p || ' ON dpproxy.' || c.relname
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace,
-		     unnest(CASE WHEN c.relname = 'budgets' THEN ARRAY['SELECT', 'INSERT', 'UPDATE'] ELSE ARRAY['INSERT'] END) AS p
+		     unnest(CASE c.relname WHEN 'budgets' THEN ARRAY['SELECT', 'INSERT', 'UPDATE'] WHEN 'answers' THEN ARRAY['SELECT', 'INSERT'] ELSE ARRAY['INSERT'] END) AS p
 		WHERE n.nspname = 'dpproxy' AND c.relkind IN ('r', 'p') AND NOT has_table_privilege(c.oid, p)
 		UNION ALL
 		SELECT 'USAGE ON SEQUENCE dpproxy.' || c.relname

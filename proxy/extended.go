@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -22,8 +21,10 @@ type prepared struct {
 	st        *rewrite.Statement
 	paramOIDs []uint32
 	fields    []pgproto3.FieldDescription // nil: no rows (NoData)
-	// upstream names the statement prepared upstream (pass-through only).
+	// upstream names the statement prepared upstream (pass-through only),
+	// shared is its twin (upstreamstmt.go).
 	upstream string
+	shared   *upstreamStmt
 }
 
 // portal is a bound statement, ready to execute.
@@ -61,7 +62,7 @@ func (ss *session) parse(ctx context.Context, m *pgproto3.Parse) error {
 			return newError("42P05", "prepared statement %q already exists", m.Name)
 		}
 	}
-	stmts, err := ss.srv.analyzer.Analyze(m.Query)
+	stmts, err := ss.srv.analyze(m.Query)
 	if err != nil {
 		ss.observeRefused(m.Query, err)
 		return err
@@ -76,16 +77,11 @@ func (ss *session) parse(ctx context.Context, m *pgproto3.Parse) error {
 		if ps.st.DropsPrepared {
 			return newError(codeUnsupported, "DISCARD ALL cannot be prepared; send it as a simple query")
 		}
-		ss.upstreamSeq++
-		name := fmt.Sprintf("dpproxy_%d", ss.upstreamSeq)
-		sd, err := ss.upstream.Conn().PgConn().Prepare(ctx, name, ps.st.SQL, oids)
+		us, err := ss.prepareUpstream(ctx, ps.st.SQL, oids)
 		if err != nil {
 			return err
 		}
-		ps.upstream, ps.paramOIDs = name, sd.ParamOIDs
-		if len(sd.Fields) > 0 {
-			ps.fields = rowDescription(sd.Fields).Fields
-		}
+		ps.shared, ps.upstream, ps.paramOIDs, ps.fields = us, us.name, us.paramOIDs, us.fields
 	case rewrite.KindPrivate, rewrite.KindExplainDP:
 		d, err := ss.describe(ctx, ps.st.Plan, oids)
 		if err != nil {
@@ -308,10 +304,8 @@ func (ss *session) closeStatement(ctx context.Context, name string) {
 			delete(ss.portals, k)
 		}
 	}
-	if ps.upstream != "" {
-		if err := ss.upstream.Conn().PgConn().Deallocate(ctx, ps.upstream); err != nil {
-			ss.log.Info("deallocate upstream statement", "err", err)
-		}
+	if ps.shared != nil {
+		ss.releaseUpstreamStmt(ctx, ps.shared)
 	}
 }
 
@@ -335,6 +329,7 @@ func (ss *session) deallocate(ctx context.Context, name string) (*result, error)
 func (ss *session) dropAllPrepared() {
 	clear(ss.statements)
 	clear(ss.portals)
+	clear(ss.upstreamStmts)
 }
 
 // convert re-encodes a text value in the requested format.

@@ -30,7 +30,7 @@ const (
 // so a string mixing allowed and refused parts runs nothing.
 func (ss *session) simpleQuery(sql string) {
 	defer func() { ss.send(&pgproto3.ReadyForQuery{TxStatus: ss.txStatus()}) }()
-	stmts, err := ss.srv.analyzer.Analyze(sql)
+	stmts, err := ss.srv.analyze(sql)
 	if err != nil {
 		ss.observeRefused(sql, err)
 		ss.send(errorResponse(err))

@@ -612,6 +612,8 @@ func uniform(rnd io.Reader) (float64, error) {
 }
 
 // typeNames maps built-in type OIDs to names for the post-processing casts.
+// It is never registered into after init and TypeForOID only reads, so it
+// is safe to share between sessions.
 var typeNames = pgtype.NewMap()
 
 // checkPost asks the upstream to analyse the original statement (parse

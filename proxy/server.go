@@ -57,6 +57,9 @@ type Server struct {
 	wg        sync.WaitGroup
 	lim       *limiter // limits.go
 
+	// parsed caches analysed statements by query text (parsecache.go).
+	parsed *lru.Cache[string, []*rewrite.Statement]
+
 	mu        sync.Mutex // guards the fields below
 	listeners map[net.Listener]struct{}
 	sessions  map[*session]struct{}
@@ -81,6 +84,7 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: opts.Logger, opts: opts,
 		analyzer:  rewrite.New(cfg, rewrite.Options{}),
+		parsed:    newParseCache(),
 		lim:       newLimiter(cfg.Limits),
 		metrics:   newMetrics(cfg),
 		creds:     map[string]scram.Credentials{},

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -50,6 +51,10 @@ type session struct {
 	portals     map[string]*portal
 	upstreamSeq int
 	types       *pgtype.Map
+
+	// upstreamStmts are the upstream twins of pass-through statements,
+	// by text and parameter types (upstreamstmt.go).
+	upstreamStmts map[string]*upstreamStmt
 
 	// idleSince is when the session last began to wait for a message.
 	idleSince time.Time
@@ -289,7 +294,11 @@ func (ss *session) begin(params map[string]string) error {
 	}
 	if len(names) > 0 {
 		// set_config with bound parameters: client values never become SQL text.
-		_, err := up.Exec(ctx, "SELECT set_config(n, v, false) FROM unnest($1::text[], $2::text[]) AS s(n, v)", names, values)
+		// QueryExecModeExec (an unnamed statement): pgx's statement cache
+		// would outlive the DISCARD ALL of releaseUpstream, and the next
+		// session on this connection would fail on a prepared statement
+		// that no longer exists.
+		_, err := up.Exec(ctx, "SELECT set_config(n, v, false) FROM unnest($1::text[], $2::text[]) AS s(n, v)", pgx.QueryExecModeExec, names, values)
 		if err != nil {
 			ss.send(errorResponseFatal(err))
 			ss.flush()

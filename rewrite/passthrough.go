@@ -27,9 +27,28 @@ var passThroughFuncs = map[string]bool{
 	"has_table_privilege": true, "has_schema_privilege": true, "has_database_privilege": true,
 	"pg_get_keywords": true, "pg_get_partkeydef": true, "pg_get_statisticsobjdef_columns": true,
 	"pg_relation_is_publishable": true, "quote_ident": true,
+	// psql's \d and friends: partition ancestry (relation ids only),
+	// object names and visibility in the search path
+	"pg_partition_ancestors": true, "pg_partition_root": true, "pg_partition_tree": true,
+	"pg_get_ruledef": true, "pg_get_statisticsobjdef": true, "pg_get_serial_sequence": true,
+	"pg_describe_object": true, "pg_identify_object": true,
+	"pg_operator_is_visible": true, "pg_opclass_is_visible": true, "pg_opfamily_is_visible": true,
+	"pg_collation_is_visible": true, "pg_conversion_is_visible": true, "pg_statistics_obj_is_visible": true,
+	"pg_ts_config_is_visible": true, "pg_ts_dict_is_visible": true, "pg_ts_parser_is_visible": true,
+	"pg_ts_template_is_visible": true,
+	// privileges of the proxy's upstream role (Metabase, DBeaver)
+	"has_column_privilege": true, "has_any_column_privilege": true, "has_sequence_privilege": true,
+	"has_function_privilege": true, "has_type_privilege": true, "pg_has_role": true,
+	// formatting only: the size functions that could feed it stay refused
+	"pg_size_pretty": true,
+	// SQLAlchemy's get_columns (Superset) builds identity options as JSON
+	"json_build_object": true, "jsonb_build_object": true, "json_build_array": true, "jsonb_build_array": true,
 	// arrays and aggregates
 	"array_to_string": true, "array_agg": true, "string_agg": true, "unnest": true,
-	"generate_subscripts": true, "array_length": true, "array_upper": true, "array_lower": true,
+	"generate_subscripts": true, "array_length": true,
+	// psql's \d walks publication column lists with it; like any large
+	// join of catalogs, a huge series is bounded by limits.statement_timeout
+	"generate_series": true, "array_upper": true, "array_lower": true,
 	"count": true, "sum": true, "min": true, "max": true, "avg": true, "row_number": true,
 	// scalar builtins (the parser writes substring/trim/position/LIKE ESCAPE as these)
 	"lower": true, "upper": true, "length": true, "char_length": true, "substring": true, "substr": true,
@@ -47,7 +66,7 @@ var refusedFuncReasons = map[string]string{
 	"random":                 "it draws from the database's generator, which the proxy must not expose",
 	"setseed":                "it could steer sampling inside the database",
 	"set_config":             "it changes session settings",
-	"current_setting":        "it reads session settings",
+	"current_setting":        "it reads settings (only a constant name among the server's version and formatting settings may be read)",
 	"nextval":                "it changes a sequence",
 	"setval":                 "it changes a sequence",
 	"pg_sleep":               "it holds the connection",
@@ -58,14 +77,41 @@ var refusedFuncReasons = map[string]string{
 	"table_to_xml":           "it reads a whole table",
 }
 
+// infoSchemaFuncs are information_schema's helper functions a pass-through
+// query may call (qualified): pgJDBC's getPrimaryKeys, getImportedKeys and
+// getIndexInfo unnest key column numbers with _pg_expandarray.
+var infoSchemaFuncs = map[string]bool{"_pg_expandarray": true}
+
+// readableSettings are the settings current_setting may read in a
+// pass-through query: what clients ask for on connect (the server's
+// version and formatting). Others may hold anything an operator put in
+// them (custom settings, file paths), so current_setting of any other or
+// a computed name is refused.
+var readableSettings = map[string]bool{
+	"server_version": true, "server_version_num": true, "server_encoding": true, "client_encoding": true,
+	"datestyle": true, "intervalstyle": true, "timezone": true, "standard_conforming_strings": true,
+	"integer_datetimes": true, "transaction_isolation": true, "default_transaction_isolation": true,
+	"transaction_read_only": true, "default_transaction_read_only": true, "search_path": true,
+	"max_identifier_length": true, "max_index_keys": true, "application_name": true,
+	"extra_float_digits": true, "lc_collate": true, "lc_ctype": true, "bytea_output": true,
+}
+
 // funcAllowed checks a function call of a pass-through query.
 func funcAllowed(fc *pg_query.FuncCall) error {
 	schema, name := funcName(fc)
+	if schema == "information_schema" && infoSchemaFuncs[name] {
+		return nil
+	}
 	if schema != "" && schema != "pg_catalog" {
 		return reject(CodeForbidden, fc.Location, "function %s.%s is not allowed: only pg_catalog functions may be called", schema, name)
 	}
 	if passThroughFuncs[name] {
 		return nil
+	}
+	if name == "current_setting" && len(fc.Args) > 0 {
+		if c := fc.Args[0].GetAConst(); c != nil && readableSettings[strings.ToLower(c.GetSval().GetSval())] {
+			return nil
+		}
 	}
 	if reason, ok := refusedFuncReasons[name]; ok {
 		return reject(CodeForbidden, fc.Location, "function %s is not allowed: %s", name, reason)
@@ -91,6 +137,12 @@ func funcName(fc *pg_query.FuncCall) (schema, name string) {
 
 // rowEstimateColumns of pg_class estimate row counts of tables.
 var rowEstimateColumns = map[string]bool{"reltuples": true, "relpages": true, "relallvisible": true}
+
+// statsValueColumns held the values of extended statistics in
+// pg_statistic_ext before PostgreSQL 12 (n-distinct counts, dependencies,
+// most common values); pg_statistic_ext_data holds them now and is refused.
+var statsValueColumns = map[string]bool{"stxndistinct": true, "stxdependencies": true, "stxmcv": true,
+	"stxdndistinct": true, "stxddependencies": true, "stxdmcv": true, "stxdexpr": true}
 
 // noWrites refuses anything in a query that writes or locks.
 func noWrites(n *pg_query.Node) error {
@@ -197,8 +249,10 @@ func optionOn(arg *pg_query.Node) bool {
 // search_path.
 func (a *Analyzer) passThrough(n *pg_query.Node, refs []*relRef) (string, error) {
 	pgClass := map[string]bool{}
+	pgClassRV := map[*pg_query.RangeVar]bool{}
 	for _, r := range refs {
 		if r.class == relCatalog && r.schema == "pg_catalog" && r.name == "pg_class" {
+			pgClassRV[r.rv] = true
 			pgClass[r.rv.Relname] = true
 			if al := r.rv.Alias; al != nil {
 				pgClass[al.Aliasname] = true
@@ -208,16 +262,37 @@ func (a *Analyzer) passThrough(n *pg_query.Node, refs []*relRef) (string, error)
 			}
 		}
 	}
+	// A join whose tree holds pg_class exposes its columns under the
+	// join's alias (j.*, a whole-row j): treat the alias as pg_class.
+	walk(n.ProtoReflect(), func(m protoreflect.Message) bool {
+		if j, ok := m.Interface().(*pg_query.JoinExpr); ok && j.Alias != nil && reachesPgClass(j, pgClassRV) {
+			pgClass[j.Alias.Aliasname] = true
+		}
+		return true
+	})
+	// safeStars are unqualified * in a select list whose FROM reads pg_class
+	// only through subqueries: those name their columns explicitly, and
+	// each is checked (pgJDBC's getColumns wraps its catalog query in
+	// SELECT * FROM (...) c).
+	safeStars := map[*pg_query.ColumnRef]bool{}
 	var err error
 	walk(n.ProtoReflect(), func(m protoreflect.Message) bool {
 		if err != nil {
 			return false
 		}
 		switch x := m.Interface().(type) {
+		case *pg_query.SelectStmt:
+			if !fromReachesPgClass(x.FromClause, pgClassRV) {
+				for _, t := range x.TargetList {
+					if c := t.GetResTarget().GetVal().GetColumnRef(); c != nil && len(c.Fields) == 1 && c.Fields[0].GetAStar() != nil {
+						safeStars[c] = true
+					}
+				}
+			}
 		case *pg_query.FuncCall:
 			err = funcAllowed(x)
 		case *pg_query.ColumnRef:
-			err = passThroughColumn(x, pgClass)
+			err = passThroughColumn(x, pgClass, safeStars[x])
 		case *pg_query.JoinExpr:
 			if len(pgClass) > 0 && x.Alias != nil && len(x.Alias.Colnames) > 0 {
 				err = reject(CodeForbidden, -1, "column aliases on a join with pg_class are refused: they could rename row-count estimates")
@@ -258,12 +333,46 @@ func (a *Analyzer) passThrough(n *pg_query.Node, refs []*relRef) (string, error)
 	return sql, nil
 }
 
-func passThroughColumn(c *pg_query.ColumnRef, pgClass map[string]bool) error {
+// fromReachesPgClass reports whether a FROM list reads pg_class other than
+// through a subquery.
+func fromReachesPgClass(from []*pg_query.Node, pgClassRV map[*pg_query.RangeVar]bool) bool {
+	for _, f := range from {
+		if reachesPgClass(f, pgClassRV) {
+			return true
+		}
+	}
+	return false
+}
+
+func reachesPgClass(n proto.Message, pgClassRV map[*pg_query.RangeVar]bool) bool {
+	found := false
+	walk(n.ProtoReflect(), func(m protoreflect.Message) bool {
+		switch x := m.Interface().(type) {
+		case *pg_query.RangeVar:
+			found = found || pgClassRV[x]
+		case *pg_query.RangeSubselect:
+			return false
+		}
+		return !found
+	})
+	return found
+}
+
+// passThroughColumn checks a column reference of a pass-through query.
+// safeStar says an unqualified * expands no column of pg_class.
+func passThroughColumn(c *pg_query.ColumnRef, pgClass map[string]bool, safeStar bool) error {
 	if len(c.Fields) == 0 {
 		return nil
 	}
 	last := c.Fields[len(c.Fields)-1]
 	if last.GetAStar() != nil {
+		qualifier := ""
+		if len(c.Fields) > 1 {
+			qualifier = c.Fields[len(c.Fields)-2].GetString_().GetSval()
+		}
+		if qualifier == "" && safeStar || qualifier != "" && !pgClass[qualifier] {
+			return nil
+		}
 		if len(pgClass) > 0 {
 			return reject(CodeForbidden, c.Location, "SELECT * over pg_class is refused: it would return reltuples, an estimate of row counts").
 				withHint("Name the columns you need.")
@@ -273,6 +382,9 @@ func passThroughColumn(c *pg_query.ColumnRef, pgClass map[string]bool) error {
 	name := last.GetString_().GetSval()
 	if rowEstimateColumns[name] {
 		return reject(CodeForbidden, c.Location, "column %s is refused: it estimates the number of rows of a table", name)
+	}
+	if statsValueColumns[name] {
+		return reject(CodeForbidden, c.Location, "column %s is refused: it holds statistics of data values", name)
 	}
 	if pgClass[name] {
 		return reject(CodeForbidden, c.Location, "whole-row reference %s to pg_class is refused: it would return reltuples", name)

@@ -120,10 +120,13 @@ func relCTEIf(rv *pg_query.RangeVar, scope []string) relClass {
 	return 0
 }
 
-// statsRelations hold values or counts from tables.
+// statsRelations hold values or counts from tables. pg_statistic_ext is
+// not one of them since PostgreSQL 12: it holds only the definitions of
+// extended statistics (psql's \d reads them), their values are in
+// pg_statistic_ext_data; passThroughColumn refuses the value columns it
+// had before (statsValueColumns).
 var statsRelations = map[string]bool{
 	"pg_statistic":          true,
-	"pg_statistic_ext":      true,
 	"pg_statistic_ext_data": true,
 	"pg_stats":              true,
 	"pg_stats_ext":          true,

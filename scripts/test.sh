@@ -23,6 +23,11 @@ if [ -z "${DPPROXY_TEST_UPSTREAM:-}" ] && ! have_pg; then
   fi
 fi
 
+# The real clients of the compatibility matrix (e2e/clients_test.go):
+# installed from Debian and npm when possible; under CI=true a missing
+# client stops the run here.
+scripts/install-clients.sh
+
 if ! command -v gcc >/dev/null 2>&1; then
   echo "test.sh: gcc is required (pg_query_go uses cgo)" >&2
   exit 1

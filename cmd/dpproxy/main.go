@@ -29,6 +29,8 @@ import (
 const usage = `usage:
   dpproxy serve -config FILE         run the proxy
   dpproxy check-config -config FILE  validate the configuration and the upstream schema
+  dpproxy budget [-config FILE] list|show USER|grant USER EPS DELTA
+                                     operator view of the budget ledger (grants are audited)
   dpproxy demo [-listen ADDR]        run on a throwaway PostgreSQL with sample data
                                      (DPPROXY_UPSTREAM=URL uses an existing database instead)
 `
@@ -46,6 +48,8 @@ func main() {
 		err = checkConfig(os.Args[2:], os.Stdout)
 	case "demo":
 		err = runDemo(os.Args[2:])
+	case "budget":
+		err = budgetCmd(os.Args[2:], os.Stdout)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -1,0 +1,451 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/noise"
+	"github.com/dpproxy/dpproxy/rewrite"
+)
+
+// This file tests the budget ledger across real proxy processes: the
+// dpproxy binary is built once per test and run as subprocesses
+// (dpproxy serve -config FILE) against the shared test database.
+
+// procConfig is a proxy configuration for subprocess tests. NAME is the
+// test's own analyst (budgets live in the shared ledger), LISTEN its address.
+const procConfig = `
+listen: LISTEN
+upstream: UPSTREAM
+auth:
+  method: scram-sha-256
+  users:
+    - {name: NAME, password_env: E2E_PROC_PW, budget: {epsilon: BUDGET, delta: 1.0e-6}}
+privacy:
+  epsilon: 1.0
+  delta: 1.0e-7
+  mechanism: laplace
+tables:
+  public.orders:
+    privacy_unit: customer_id
+    max_groups_per_unit: 4
+    max_rows_per_unit: 8
+    columns:
+      amount: {lower: 0, upper: 500}
+  public.products: {public: true}
+`
+
+const procPassword = "proc-secret"
+
+// buildDpproxy builds the dpproxy binary into a temporary directory.
+func buildDpproxy(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "dpproxy")
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if p, err := exec.LookPath("go"); err == nil {
+		gobin = p
+	}
+	cmd := exec.Command(gobin, "build", "-o", bin, "github.com/dpproxy/dpproxy/cmd/dpproxy")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// freePort returns an address on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// proc is a dpproxy subprocess on a fixed address, restartable.
+type proc struct {
+	t          *testing.T
+	bin, conf  string
+	addr       string
+	cmd        *exec.Cmd
+	stderr     *bytes.Buffer
+	exited     chan struct{}
+	stderrLock sync.Mutex
+}
+
+func (p *proc) Write(b []byte) (int, error) {
+	p.stderrLock.Lock()
+	defer p.stderrLock.Unlock()
+	return p.stderr.Write(b)
+}
+
+// startProc writes a configuration for analyst with an ε budget and runs
+// the proxy, waiting until it accepts connections.
+func startProc(t *testing.T, bin, analyst string, budgetEps float64) *proc {
+	t.Helper()
+	addr := freePort(t)
+	yaml := strings.NewReplacer("LISTEN", addr, "UPSTREAM", env.upstream, "NAME", analyst, "BUDGET", fmt.Sprint(budgetEps)).Replace(procConfig)
+	path := filepath.Join(t.TempDir(), analyst+".yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{t: t, bin: bin, conf: path, addr: addr, stderr: new(bytes.Buffer)}
+	p.start()
+	t.Cleanup(p.kill)
+	return p
+}
+
+func (p *proc) start() {
+	p.t.Helper()
+	p.cmd = exec.Command(p.bin, "serve", "-config", p.conf, "-log-level", "warn")
+	p.cmd.Env = append(os.Environ(), "E2E_PROC_PW="+procPassword)
+	p.cmd.Stderr = p
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) { cmd.Wait(); close(exited) }(p.cmd, p.exited)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", p.addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-p.exited:
+			p.t.Fatalf("dpproxy exited during start-up: %s", p.log())
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("dpproxy did not listen on %s within 30 s: %s", p.addr, p.log())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *proc) kill() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+	p.cmd = nil
+}
+
+func (p *proc) log() string {
+	p.stderrLock.Lock()
+	defer p.stderrLock.Unlock()
+	return p.stderr.String()
+}
+
+// question is the SQL of the i-th distinct test question: a noisy count,
+// charged ε = 1 and δ = 0 (no GROUP BY, no partition selection).
+func question(i int) string {
+	return fmt.Sprintf("SELECT count(*) FROM orders WHERE amount > %d", i)
+}
+
+// ledgerText runs a one-value query straight on the test database.
+func ledgerText(t *testing.T, sql string, args ...any) string {
+	t.Helper()
+	var s string
+	if err := direct(t).QueryRow(ctx, sql, args...).Scan(&s); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return s
+}
+
+// storedAnswers returns the first value of each stored answer of analyst
+// to question(0) ... question(n-1), asked at the subprocess defaults (ε = 1,
+// δ = 1e-7, Laplace), by question number.
+func storedAnswers(t *testing.T, analyst string, n int) map[int]string {
+	t.Helper()
+	an := rewrite.New(env.cfg, rewrite.Options{})
+	byKey := map[string]int{}
+	for q := range n {
+		sts, err := an.Analyze(question(q))
+		if err != nil || len(sts) != 1 {
+			t.Fatalf("analyze %q: %v", question(q), err)
+		}
+		byKey[budget.CacheKey{Analyst: analyst, Query: sts[0].Key, Epsilon: 1, Delta: 1e-7, Mechanism: "laplace"}.Hash()] = q
+	}
+	rows, err := direct(t).Query(ctx, `SELECT key, answer FROM dpproxy.answers WHERE analyst = $1`, analyst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]string{}
+	for rows.Next() {
+		var key string
+		var blob []byte
+		if err := rows.Scan(&key, &blob); err != nil {
+			t.Fatal(err)
+		}
+		q, ok := byKey[key]
+		if !ok {
+			t.Errorf("stored answer with key %s is for no test question", key)
+			continue
+		}
+		var a struct{ Rows [][][]byte }
+		if err := json.Unmarshal(blob, &a); err != nil || len(a.Rows) != 1 || len(a.Rows[0]) != 1 {
+			t.Fatalf("stored answer %s: %v", blob, err)
+		}
+		out[q] = string(a.Rows[0][0])
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func matches(s, pattern string) bool { return regexp.MustCompile(pattern).MatchString(s) }
+
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// TestTwoProxiesShareOneBudget: two proxy processes, one ledger, 50
+// concurrent clients of one analyst (25 on each proxy) asking until the
+// budget of ε = 30 runs out. Each question is asked by about three clients
+// at once, across both proxies. The total charged must equal the budget,
+// never exceed it, and equal the number of distinct answers released; all
+// clients asking one question get the same noisy answer.
+func TestTwoProxiesShareOneBudget(t *testing.T) {
+	const (
+		analyst = "e2e_twoproxy"
+		clients = 50
+		limit   = 30
+	)
+	bin := buildDpproxy(t)
+	procs := []*proc{startProc(t, bin, analyst, limit), startProc(t, bin, analyst, limit)}
+
+	var mu sync.Mutex // guards got, failures
+	got := map[int]map[int64]int{}
+	var failures []error
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for c := range clients {
+		conn, err := dialAt(procs[c%2].addr, analyst, procPassword)
+		if err != nil {
+			t.Fatalf("client %d: %v", c, err)
+		}
+		defer conn.Close(ctx)
+		wg.Go(func() {
+			<-start
+			for {
+				q := int(next.Add(1) / 3)
+				var v int64
+				err := conn.QueryRow(ctx, question(q)).Scan(&v)
+				mu.Lock()
+				switch {
+				case err == nil:
+					if got[q] == nil {
+						got[q] = map[int64]int{}
+					}
+					got[q][v]++
+				case sqlState(err) != "53400":
+					failures = append(failures, fmt.Errorf("client %d, question %d: %w", c, q, err))
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	for _, err := range failures {
+		t.Error(err)
+	}
+	for q, vals := range got {
+		if len(vals) != 1 {
+			t.Errorf("question %d was answered with %d different noisy values: %v", q, len(vals), vals)
+		}
+	}
+	spent := ledgerText(t, `SELECT epsilon_spent::text FROM dpproxy.budgets WHERE analyst = $1`, analyst)
+	charges := ledgerText(t, `SELECT count(*)::text FROM dpproxy.charges WHERE analyst = $1 AND action = 'charge'`, analyst)
+	answers := ledgerText(t, `SELECT count(*)::text FROM dpproxy.answers WHERE analyst = $1`, analyst)
+	want := fmt.Sprint(len(got))
+	if spent != want || charges != want || answers != want {
+		t.Errorf("distinct answers released %s; ledger: ε spent %s, %s charges, %s stored answers; want all equal", want, spent, charges, answers)
+	}
+	if len(got) != limit {
+		t.Errorf("%d questions answered with a budget of %d at ε = 1 each: want exactly %d (never more, and demand exceeded supply)", len(got), limit, limit)
+	}
+	t.Logf("%d questions answered by %d clients on 2 processes", len(got), clients)
+}
+
+// TestAnswerCacheSurvivesRestart: a question answered before a kill -9 gets
+// the same noisy answer from the restarted proxy, at no charge; the same
+// query at another ε is a new question.
+func TestAnswerCacheSurvivesRestart(t *testing.T) {
+	const analyst = "e2e_cacherestart"
+	p := startProc(t, buildDpproxy(t), analyst, 100)
+	ask := func(sql string, setup ...string) int64 {
+		t.Helper()
+		conn, err := dialAt(p.addr, analyst, procPassword)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		for _, s := range setup {
+			if _, err := conn.Exec(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var v int64
+		if err := conn.QueryRow(ctx, sql).Scan(&v); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return v
+	}
+	spent := func() string {
+		return ledgerText(t, `SELECT epsilon_spent::text FROM dpproxy.budgets WHERE analyst = $1`, analyst)
+	}
+	first := ask(question(7))
+	if s := spent(); s != "1" {
+		t.Fatalf("ε spent after one question = %s, want 1", s)
+	}
+	p.kill()
+	p.start()
+	if again := ask(question(7)); again != first {
+		t.Errorf("after kill -9 and restart the same question returned %d, before %d: fresh noise", again, first)
+	}
+	if s := spent(); s != "1" {
+		t.Errorf("ε spent after asking again = %s, want 1 (no new charge)", s)
+	}
+	ask(question(7), "SET dp.epsilon = 0.5")
+	if s := spent(); s != "1.5" {
+		t.Errorf("ε spent after the question at ε = 0.5 = %s, want 1.5", s)
+	}
+}
+
+// TestZCDPAccounting: with privacy.accounting: zcdp and Gaussian noise, an
+// analyst with ε = 2 answers 8 queries at ε = 0.5 (basic composition would
+// stop at 4), each charged ρ = Δ2²/(2σ²) with the sampler's σ, and SHOW
+// dp.budget reports the conversion ρ + 2√(ρ ln(1/δ)).
+func TestZCDPAccounting(t *testing.T) {
+	const analyst = "e2e_zcdp"
+	yaml := strings.NewReplacer("LISTEN", "127.0.0.1:0", "NAME", analyst, "BUDGET", "2",
+		"mechanism: laplace", "mechanism: gaussian\n  accounting: zcdp\n  max_epsilon_per_query: 1").Replace(procConfig)
+	cfg := configFor(t, yaml, map[string]string{"E2E_PROC_PW": procPassword})
+	_, addr, _ := startProxyWith(t, cfg)
+	conn, err := dialAt(addr, analyst, procPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SET dp.epsilon = 0.5"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	for i := range n {
+		var v int64
+		if err := conn.QueryRow(ctx, question(100+i)).Scan(&v); err != nil {
+			t.Fatalf("query %d of %d at ε = 0.5 against ε = 2: %v", i+1, n, err)
+		}
+	}
+	// One COUNT without GROUP BY: L0 = 1, L∞ = max_rows_per_unit = 8.
+	sigma, err := noise.Gaussian().StdDev(1, 8, 0.5, 1e-7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRho := n * budget.GaussianRho(8, sigma)
+	var rho, deltaApprox, epsSpent float64
+	if err := direct(t).QueryRow(ctx, `SELECT rho_spent::float8, delta_approx_spent::float8, epsilon_spent::float8 FROM dpproxy.budgets WHERE analyst = $1`, analyst).Scan(&rho, &deltaApprox, &epsSpent); err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(rho-wantRho) > 1e-12 || deltaApprox != 0 || epsSpent != 4 {
+		t.Errorf("ledger: ρ = %v (want %v), approximate δ = %v (want 0), Σε = %v (want 4)", rho, wantRho, deltaApprox, epsSpent)
+	}
+	b := showBudget(t, conn)
+	wantEps := wantRho + 2*math.Sqrt(wantRho*math.Log(1/1e-6))
+	if math.Abs(b.epsSpent-wantEps) > 1e-9 || math.Abs(b.epsLeft-(2-wantEps)) > 1e-9 || b.deltaSpent != 0 || b.deltaLeft != 1e-6 {
+		t.Errorf("SHOW dp.budget = %+v, want ε spent %v, remaining %v, δ spent 0, remaining 1e-6", b, wantEps, 2-wantEps)
+	}
+	t.Logf("8 Gaussian queries at ε = 0.5: ρ = %.4g, reported ε = %.4g (basic composition: 4)", rho, b.epsSpent)
+}
+
+// TestOperatorBudgetCommand: dpproxy budget list|show|grant against the
+// ledger; a grant is audited and survives a restart with the configured
+// budget applied on top.
+func TestOperatorBudgetCommand(t *testing.T) {
+	const analyst = "e2e_budgetcli"
+	bin := buildDpproxy(t)
+	p := startProc(t, bin, analyst, 3)
+	conn, err := dialAt(p.addr, analyst, procPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v int64
+	if err := conn.QueryRow(ctx, question(1)).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	cli := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"budget", "-config", p.conf}, args...)...)
+		cmd.Env = append(os.Environ(), "E2E_PROC_PW="+procPassword)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("dpproxy budget %q: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := cli("list"); !matches(out, `(?m)^`+analyst+`\s+1\s+2\s+3\s+0\s+1e-06\s+1e-06\s+basic\s+1$`) {
+		t.Errorf("budget list:\n%s", out)
+	}
+	if out := cli("-by", "ops-ann", "grant", analyst, "2", "0"); !strings.Contains(out, "ε: spent 1, remaining 4, limit 5") {
+		t.Errorf("budget grant:\n%s", out)
+	}
+	// Restart with the configured budget raised from 3 to 4: the limit is
+	// the new budget plus the grant, and the spend is kept.
+	p.kill()
+	yaml, err := os.ReadFile(p.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p.conf, bytes.Replace(yaml, []byte("epsilon: 3,"), []byte("epsilon: 4,"), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.start()
+	out := cli("show", analyst)
+	for _, want := range []string{`ε: spent 1, remaining 5, limit 6`, `grant\s+ops-ann\s+2\s+0`, `charge\s+` + analyst + `\s+\w+\s+1\s+0`, `limit\s+config\s+3\s+1e-06`, `limit\s+config\s+6\s+1e-06`} {
+		if !matches(out, want) {
+			t.Errorf("budget show lacks %q:\n%s", want, out)
+		}
+	}
+	cmd := exec.Command(bin, "budget", "-config", p.conf, "grant", "nobody", "1", "0")
+	cmd.Env = append(os.Environ(), "E2E_PROC_PW="+procPassword)
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), `no privacy budget for analyst "nobody"`) {
+		t.Errorf("grant to an unknown analyst: %v\n%s", err, out)
+	}
+	if _, err := direct(t).Exec(ctx, `DELETE FROM dpproxy.charges WHERE analyst = $1`, analyst); err == nil {
+		t.Error("deleting from the audit log succeeded")
+	}
+}

@@ -1,0 +1,53 @@
+package proxy
+
+import (
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/dpproxy/dpproxy/rewrite"
+)
+
+// Parse cache. Clients send the same few query texts over and over (a BI
+// dashboard, pgbench, an ORM's prepared statements re-parsed per
+// connection), and analysing one costs a pg_query parse, validation, the
+// rewrite and a deparse/re-parse check: tens of microseconds that would
+// dominate a pass-through query's overhead. The analysis depends only on
+// the text and the configuration, which is fixed for a Server's life, so
+// its result is shared by every session.
+//
+// Only successful analyses are kept: refusals are rare, and their errors
+// carry positions the caller may annotate. Statements in the cache are
+// shared between sessions and must be treated as read-only, as they
+// already are (nothing in the proxy writes to a Statement or its Plan).
+
+const (
+	// parseCacheSize is the number of query texts kept.
+	parseCacheSize = 2048
+	// parseCacheMaxText is the longest text cached, so that the cache's
+	// memory stays bounded (at most about parseCacheSize × this, plus the
+	// parse results) whatever clients send.
+	parseCacheMaxText = 4096
+)
+
+func newParseCache() *lru.Cache[string, []*rewrite.Statement] {
+	c, err := lru.New[string, []*rewrite.Statement](parseCacheSize)
+	if err != nil {
+		panic(err) // only for a size <= 0
+	}
+	return c
+}
+
+// analyze is Analyzer.Analyze through the parse cache.
+func (s *Server) analyze(sql string) ([]*rewrite.Statement, error) {
+	if len(sql) > parseCacheMaxText || s.parsed == nil {
+		return s.analyzer.Analyze(sql)
+	}
+	if stmts, ok := s.parsed.Get(sql); ok {
+		return stmts, nil
+	}
+	stmts, err := s.analyzer.Analyze(sql)
+	if err != nil {
+		return nil, err
+	}
+	s.parsed.Add(sql, stmts)
+	return stmts, nil
+}

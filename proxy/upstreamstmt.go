@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Upstream twins of pass-through prepared statements are shared within a
+// session by text and parameter types. Most drivers (pgbench -M extended,
+// pgJDBC, node-postgres, psycopg 3) send Parse of the unnamed statement
+// before every execution: without sharing, each query would cost three
+// upstream round trips (Parse, Deallocate of the previous twin, Execute)
+// instead of one. A twin lives while a client statement uses it, and up to
+// keptUpstreamStmts unused twins stay prepared for the next Parse of the
+// same text.
+
+// keptUpstreamStmts bounds the unused twins kept prepared per session.
+const keptUpstreamStmts = 32
+
+// upstreamStmt is a statement prepared on the session's upstream
+// connection. It is owned by the session's goroutine.
+type upstreamStmt struct {
+	key       string
+	name      string
+	paramOIDs []uint32
+	fields    []pgproto3.FieldDescription // nil: no rows
+	refs      int                         // client statements using it
+}
+
+func upstreamStmtKey(sql string, oids []uint32) string {
+	return fmt.Sprint(oids) + "\x00" + sql
+}
+
+// prepareUpstream returns the twin of sql with the given parameter types,
+// preparing it upstream if the session has none. The caller holds a
+// reference and must give it back with releaseUpstreamStmt.
+func (ss *session) prepareUpstream(ctx context.Context, sql string, oids []uint32) (*upstreamStmt, error) {
+	key := upstreamStmtKey(sql, oids)
+	if us, ok := ss.upstreamStmts[key]; ok {
+		us.refs++
+		return us, nil
+	}
+	ss.upstreamSeq++
+	name := fmt.Sprintf("dpproxy_%d", ss.upstreamSeq)
+	sd, err := ss.upstream.Conn().PgConn().Prepare(ctx, name, sql, oids)
+	if err != nil {
+		return nil, err
+	}
+	us := &upstreamStmt{key: key, name: name, paramOIDs: sd.ParamOIDs, refs: 1}
+	if len(sd.Fields) > 0 {
+		us.fields = rowDescription(sd.Fields).Fields
+	}
+	if ss.upstreamStmts == nil {
+		ss.upstreamStmts = map[string]*upstreamStmt{}
+	}
+	ss.upstreamStmts[key] = us
+	ss.trimUpstreamStmts(ctx)
+	return us, nil
+}
+
+// releaseUpstreamStmt gives back a reference taken by prepareUpstream.
+func (ss *session) releaseUpstreamStmt(ctx context.Context, us *upstreamStmt) {
+	us.refs--
+	ss.trimUpstreamStmts(ctx)
+}
+
+// trimUpstreamStmts deallocates unused twins beyond keptUpstreamStmts.
+func (ss *session) trimUpstreamStmts(ctx context.Context) {
+	unused := 0
+	for _, us := range ss.upstreamStmts {
+		if us.refs <= 0 {
+			unused++
+		}
+	}
+	for key, us := range ss.upstreamStmts {
+		if unused <= keptUpstreamStmts {
+			return
+		}
+		if us.refs > 0 {
+			continue
+		}
+		delete(ss.upstreamStmts, key)
+		unused--
+		if err := ss.upstream.Conn().PgConn().Deallocate(ctx, us.name); err != nil {
+			ss.log.Info("deallocate upstream statement", "err", err)
+		}
+	}
+}
