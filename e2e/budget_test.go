@@ -389,6 +389,25 @@ func TestZCDPAccounting(t *testing.T) {
 		t.Errorf("SHOW dp.budget = %+v, want ε spent %v, remaining %v, δ spent 0, remaining 1e-6", b, wantEps, 2-wantEps)
 	}
 	t.Logf("8 Gaussian queries at ε = 0.5: ρ = %.4g, reported ε = %.4g (basic composition: 4)", rho, b.epsSpent)
+
+	// EXPLAIN DP must not claim a remaining budget by plain subtraction:
+	// under zCDP the conversion is not additive.
+	rows, err := conn.Query(ctx, "EXPLAIN DP "+question(999))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	text := strings.Join(plan, "\n")
+	if strings.Contains(text, "Budget left after this query") || !strings.Contains(text, "zCDP accounting") {
+		t.Errorf("EXPLAIN DP under zCDP accounting:\n%s", text)
+	}
 }
 
 // TestOperatorBudgetCommand: dpproxy budget list|show|grant against the

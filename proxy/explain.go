@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
@@ -90,7 +91,13 @@ func (ss *session) explainDP(ctx context.Context, st *rewrite.Statement, paramOI
 		add("Partition selection: a group is released when its noisy count of distinct units (L0=%d L∞=1, ε=%s δ=%s) reaches %s",
 			spec.sel.bound.L0, formatNum(spec.sel.share.Epsilon), formatNum(spec.selDelta), humanBound(spec.threshold))
 	}
-	if sp, err := ss.srv.ledger.Spent(ctx, ss.user.Name); err == nil {
+	if sp, err := ss.srv.ledger.Spent(ctx, ss.user.Name); err == nil && ss.srv.cfg.Privacy.Accounting == conf.AccountingZCDP {
+		// Under zCDP the ε a query adds depends on what was spent before
+		// (the conversion is not additive): plain subtraction could
+		// overstate what is left, so say only what is known.
+		add("Budget now (zCDP accounting): ε=%s δ=%s left; this query adds ρ to the ledger's zCDP total and its ε cost after conversion is known once it runs (SHOW dp.budget)",
+			formatNum(sp.EpsilonRemaining()), formatNum(sp.DeltaRemaining()))
+	} else if err == nil {
 		add("Budget left after this query: ε=%s δ=%s (now ε=%s δ=%s)",
 			formatNum(math.Max(0, sp.EpsilonRemaining()-spec.total.Epsilon)), formatNum(math.Max(0, sp.DeltaRemaining()-spec.total.Delta)),
 			formatNum(sp.EpsilonRemaining()), formatNum(sp.DeltaRemaining()))
