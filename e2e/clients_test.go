@@ -544,3 +544,124 @@ func (m *matrix) node(t *testing.T) {
 	}
 	m.check(t, "matrix_node", r, []string{"text", "int8", "numeric"})
 }
+
+// biConnectQueries are what BI tools send on connect and while browsing
+// the schema, from their drivers' sources and logs: Metabase 0.55
+// (pgJDBC), DBeaver (pgJDBC), Superset (SQLAlchemy with psycopg2). They
+// must pass through.
+var biConnectQueries = []struct{ tool, sql string }{
+	{"metabase", "SET extra_float_digits = 2"},
+	{"metabase", "SET application_name = 'Metabase v0.55.1 [f8f63fdf]'"},
+	{"metabase", "SHOW TRANSACTION ISOLATION LEVEL"},
+	{"metabase", "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ UNCOMMITTED"},
+	{"metabase", `SELECT nspname AS "TABLE_SCHEM", current_database() AS "TABLE_CATALOG" FROM pg_catalog.pg_namespace WHERE nspname <> 'pg_toast' AND (nspname !~ '^pg_temp_' OR nspname = (pg_catalog.current_schemas(true))[1]) AND (nspname !~ '^pg_toast_temp_' OR nspname = replace((pg_catalog.current_schemas(true))[1], 'pg_temp_', 'pg_toast_temp_')) ORDER BY "TABLE_SCHEM"`},
+	{"metabase", `with table_privileges as (
+	  select NULL as role, t.schemaname as schema, t.objectname as table,
+	    pg_catalog.has_any_column_privilege(current_user, '"' || replace(t.schemaname, '"', '""') || '"' || '.' || '"' || replace(t.objectname, '"', '""') || '"', 'update') as update,
+	    pg_catalog.has_any_column_privilege(current_user, '"' || replace(t.schemaname, '"', '""') || '"' || '.' || '"' || replace(t.objectname, '"', '""') || '"', 'select') as select,
+	    pg_catalog.has_any_column_privilege(current_user, '"' || replace(t.schemaname, '"', '""') || '"' || '.' || '"' || replace(t.objectname, '"', '""') || '"', 'insert') as insert,
+	    pg_catalog.has_table_privilege(current_user, '"' || replace(t.schemaname, '"', '""') || '"' || '.' || '"' || replace(t.objectname, '"', '""') || '"', 'delete') as delete
+	  from (
+	    select schemaname, tablename as objectname from pg_catalog.pg_tables
+	    union select schemaname, viewname as objectname from pg_catalog.pg_views
+	    union select schemaname, matviewname as objectname from pg_catalog.pg_matviews
+	  ) t
+	  where t.schemaname !~ '^pg_' and t.schemaname <> 'information_schema'
+	    and pg_catalog.has_schema_privilege(current_user, t.schemaname, 'usage'))
+	select t.* from table_privileges t`},
+	{"metabase", "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"},
+	{"metabase", "show timezone"},
+	{"dbeaver", "SELECT current_schema(),session_user"},
+	{"dbeaver", "SHOW search_path"},
+	{"dbeaver", "SELECT n.oid,n.*,d.description FROM pg_catalog.pg_namespace n LEFT OUTER JOIN pg_catalog.pg_description d ON d.objoid=n.oid AND d.objsubid=0 AND d.classoid='pg_namespace'::regclass ORDER BY nspname"},
+	{"dbeaver", "SELECT db.oid,db.* FROM pg_catalog.pg_database db WHERE datname = current_database()"},
+	{"dbeaver", "select * from pg_catalog.pg_settings where name='standard_conforming_strings'"},
+	{"dbeaver", "SELECT reset_val FROM pg_catalog.pg_settings WHERE name='search_path'"},
+	{"dbeaver", "select string_agg(word, ',') from pg_catalog.pg_get_keywords() where word <> ALL ('{a,abs,absolute,action}'::text[])"},
+	{"dbeaver", "SELECT t.oid,t.*,c.relkind,format_type(nullif(t.typbasetype, 0), t.typtypmod) as base_type_name, d.description FROM pg_catalog.pg_type t LEFT OUTER JOIN pg_catalog.pg_type et ON et.oid=t.typelem LEFT OUTER JOIN pg_catalog.pg_class c ON c.oid=t.typrelid LEFT OUTER JOIN pg_catalog.pg_description d ON t.oid=d.objoid WHERE t.typname IS NOT NULL AND (c.relkind IS NULL OR c.relkind = 'c') AND (et.typcategory IS NULL OR et.typcategory <> 'C')"},
+	{"dbeaver", "SELECT reltype FROM pg_catalog.pg_class WHERE 1<>1 LIMIT 1"},
+	{"superset", "select pg_catalog.version()"},
+	{"superset", "select current_schema()"},
+	{"superset", "show standard_conforming_strings"},
+	{"superset", "show transaction isolation level"},
+	{"superset", "SELECT CAST('test plain returns' AS VARCHAR(60)) AS anon_1"},
+	{"superset", "SELECT t.oid, typarray FROM pg_type t JOIN pg_namespace ns ON typnamespace = ns.oid WHERE typname = 'hstore'"},
+	{"superset", "SELECT c.oid FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE (pg_catalog.pg_table_is_visible(c.oid)) AND c.relname = 'orders' AND c.relkind in ('r', 'v', 'm', 'f', 'p')"},
+	{"superset", "SELECT pg_catalog.pg_class.relname FROM pg_catalog.pg_class JOIN pg_catalog.pg_namespace ON pg_catalog.pg_namespace.oid = pg_catalog.pg_class.relnamespace WHERE pg_catalog.pg_class.relkind = ANY (ARRAY['r', 'p']) AND pg_catalog.pg_class.relpersistence != 't' AND pg_catalog.pg_table_is_visible(pg_catalog.pg_class.oid) AND pg_catalog.pg_namespace.nspname != 'pg_catalog'"},
+	{"superset", "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), (SELECT pg_catalog.pg_get_expr(d.adbin, d.adrelid) FROM pg_catalog.pg_attrdef d WHERE d.adrelid = a.attrelid AND d.adnum = a.attnum AND a.atthasdef) AS DEFAULT, a.attnotnull, a.attrelid as table_oid, pgd.description as comment, a.attgenerated as generated, (SELECT json_build_object('always', a.attidentity = 'a', 'start', s.seqstart, 'increment', s.seqincrement, 'minvalue', s.seqmin, 'maxvalue', s.seqmax, 'cache', s.seqcache, 'cycle', s.seqcycle) FROM pg_catalog.pg_sequence s, pg_catalog.pg_class c WHERE s.seqrelid = c.oid AND c.relkind = 'S' AND a.attidentity != '' AND s.seqrelid = CAST(pg_catalog.pg_get_serial_sequence(CAST(CAST(a.attrelid AS REGCLASS) AS TEXT), a.attname) AS REGCLASS)) as identity_options FROM pg_catalog.pg_attribute a LEFT JOIN pg_catalog.pg_description pgd ON (pgd.objoid = a.attrelid AND pgd.objsubid = a.attnum) WHERE a.attrelid = 'public.orders'::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"},
+	{"drivers", "SELECT current_setting('server_version_num')"},
+}
+
+// biRefusedQueries are what those tools send that stays refused, because
+// it would reveal counts: Metabase's table list reads estimated row counts
+// from pg_stat_user_tables, DBeaver's navigator selects c.* (reltuples) from
+// pg_class. docs/bi-tools.md says what that costs each tool.
+var biRefusedQueries = []struct{ tool, sql string }{
+	{"metabase", `SELECT "n"."nspname" AS "schema", "c"."relname" AS "name", "d"."description" AS "description", "stat"."n_live_tup" AS "estimated_row_count" FROM "pg_catalog"."pg_class" AS "c" INNER JOIN "pg_catalog"."pg_namespace" AS "n" ON "c"."relnamespace" = "n"."oid" LEFT JOIN "pg_catalog"."pg_description" AS "d" ON ("c"."oid" = "d"."objoid") AND ("d"."objsubid" = '0') AND ("d"."classoid" = 'pg_class'::regclass) LEFT JOIN "pg_stat_user_tables" AS "stat" ON ("n"."nspname" = "stat"."schemaname") AND ("c"."relname" = "stat"."relname") WHERE ("n"."nspname" !~ '^pg_') AND c.relkind in ('r', 'p', 'v', 'f', 'm') ORDER BY "schema" ASC, "name" ASC`},
+	{"dbeaver", "SELECT c.oid,c.*,d.description,pg_catalog.pg_get_expr(c.relpartbound, c.oid) as partition_expr, pg_catalog.pg_get_partkeydef(c.oid) as partition_key FROM pg_catalog.pg_class c LEFT OUTER JOIN pg_catalog.pg_description d ON d.objoid=c.oid AND d.objsubid=0 AND d.classoid='pg_class'::regclass WHERE c.relnamespace = 2200 AND c.relkind not in ('i','I','c')"},
+}
+
+// TestBIToolConnectQueries sends the BI tools' connect and browse queries
+// with the simple protocol and with pgx's named prepared statements.
+func TestBIToolConnectQueries(t *testing.T) {
+	cfg := configFor(t, clientsConfig, map[string]string{"PW": matrixPassword})
+	_, addr, _ := startProxyWith(t, cfg)
+	m := &matrix{}
+	m.host, m.port, _ = net.SplitHostPort(addr)
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement} {
+		t.Run(mode.String(), func(t *testing.T) {
+			conn := m.pgxConn(t, "matrix_bi", mode)
+			for _, q := range biConnectQueries {
+				rows, err := conn.Query(ctx, q.sql)
+				if err == nil {
+					rows.Close()
+					err = rows.Err()
+				}
+				if err != nil {
+					t.Errorf("%s: %.80s...: %v", q.tool, q.sql, err)
+				}
+			}
+			for _, q := range biRefusedQueries {
+				rows, err := conn.Query(ctx, q.sql)
+				if err == nil {
+					rows.Close()
+					err = rows.Err()
+				}
+				checkCode(t, q.tool+": "+q.sql[:60], err, "42501")
+			}
+			m.checkCharge(t, "matrix_bi", 0)
+		})
+	}
+}
+
+// TestStartupParametersOnAReusedUpstream connects again and again with
+// startup parameters, as psql, psycopg and pgJDBC do: each session gets
+// an upstream connection the previous one left (DISCARD ALL), and applying
+// the parameters there must not trip over state of the previous session.
+func TestStartupParametersOnAReusedUpstream(t *testing.T) {
+	cfg := configFor(t, clientsConfig, map[string]string{"PW": matrixPassword})
+	_, addr, _ := startProxyWith(t, cfg)
+	host, port, _ := net.SplitHostPort(addr)
+	for i := range 4 {
+		cc, err := pgx.ParseConfig(fmt.Sprintf("postgres://matrix_bi@%s/shop?sslmode=disable", net.JoinHostPort(host, port)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc.Password = matrixPassword
+		cc.RuntimeParams["application_name"] = fmt.Sprintf("reuse-%d", i)
+		cc.RuntimeParams["client_encoding"] = "UTF8"
+		conn, err := pgx.ConnectConfig(ctx, cc)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		var app string
+		err = conn.QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&app)
+		conn.Close(ctx)
+		if err != nil || app != fmt.Sprintf("reuse-%d", i) {
+			t.Fatalf("connection %d: application_name = %q, %v; want reuse-%d", i, app, err, i)
+		}
+		// The session's upstream goes back to the pool after the client
+		// has gone; wait for it so the next connection reuses it.
+		time.Sleep(50 * time.Millisecond)
+	}
+}

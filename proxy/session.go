@@ -437,6 +437,11 @@ func (ss *session) loop() {
 				if !ss.skipToSync() {
 					return
 				}
+			} else {
+				// As PostgreSQL does, answers to Parse, Bind, Describe,
+				// Execute and Close stay buffered until Sync or Flush: one
+				// write per batch instead of one per message.
+				continue
 			}
 		default:
 			ss.send(fatalResponse(codeProtocol, fmt.Sprintf("unexpected message %T", msg)))
