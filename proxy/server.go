@@ -83,7 +83,6 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: opts.Logger, opts: opts,
-		analyzer:  rewrite.New(cfg, rewrite.Options{}),
 		parsed:    newParseCache(),
 		lim:       newLimiter(cfg.Limits),
 		metrics:   newMetrics(cfg),
@@ -154,7 +153,71 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 		s.Close()
 		return nil, fmt.Errorf("proxy: ledger: %w", err)
 	}
+	// Pass-through queries read pg_class and the statistics views through
+	// masks built from the upstream's own column lists (rewrite/mask.go).
+	cols, err := catalogColumns(ctx, s.pool)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("proxy: reading the upstream's catalog columns: %w", err)
+	}
+	ints, err := integerColumns(ctx, s.pool, cfg)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("proxy: reading the private tables' column types: %w", err)
+	}
+	s.analyzer = rewrite.New(cfg, rewrite.Options{CatalogColumns: cols, IntegerColumns: ints})
 	return s, nil
+}
+
+// integerColumns reads which columns of the private tables are integers:
+// the rewrite clamps and sums those natively, which is exact and cheaper
+// than numeric arithmetic on every row.
+func integerColumns(ctx context.Context, pool *pgxpool.Pool, cfg *conf.Config) (map[string]bool, error) {
+	var names []string
+	for _, t := range cfg.Tables {
+		if !t.Public {
+			names = append(names, t.QualifiedName())
+		}
+	}
+	rows, err := pool.Query(ctx, `SELECT n.nspname || '.' || c.relname || '.' || a.attname
+		FROM pg_catalog.pg_attribute a
+		JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname || '.' || c.relname = ANY($1) AND a.attnum > 0 AND NOT a.attisdropped
+		  AND a.atttypid IN ('pg_catalog.int2'::regtype, 'pg_catalog.int4'::regtype, 'pg_catalog.int8'::regtype)`, names)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	ints := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		ints[name] = true
+	}
+	return ints, rows.Err()
+}
+
+// catalogColumns reads the columns of the catalog relations the rewrite
+// masks, in order, as this upstream's PostgreSQL version has them.
+func catalogColumns(ctx context.Context, pool *pgxpool.Pool) (map[string][]rewrite.Column, error) {
+	rows, err := pool.Query(ctx, rewrite.CatalogColumnsSQL, rewrite.MaskedCatalogs())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols := map[string][]rewrite.Column{}
+	for rows.Next() {
+		var rel string
+		var c rewrite.Column
+		if err := rows.Scan(&rel, &c.Name, &c.Type); err != nil {
+			return nil, err
+		}
+		cols[rel] = append(cols[rel], c)
+	}
+	return cols, rows.Err()
 }
 
 // Ledger returns the server's budget ledger (for operators and tests).

@@ -21,19 +21,32 @@ import (
 	"github.com/dpproxy/dpproxy/conf"
 )
 
-// Options tunes an Analyzer. It is empty for now.
-type Options struct{}
+// Options tunes an Analyzer.
+type Options struct {
+	// CatalogColumns holds the upstream's columns, in order, of the
+	// catalog relations that pass-through queries read masked (keyed by
+	// the names MaskedCatalogs returns; CatalogColumnsSQL reads them).
+	// A relation missing here is assumed to have PostgreSQL 15's columns.
+	CatalogColumns map[string][]Column
+	// IntegerColumns names the private tables' integer columns
+	// ("schema.table.column", lower case), read from the upstream at start.
+	// Their values are clamped and summed natively (integer sums are
+	// exact); every other argument is clamped as numeric, so a float
+	// column's rounding cannot break the bound. Missing: all numeric.
+	IntegerColumns map[string]bool
+}
 
 // Analyzer classifies and rewrites SQL against one configuration. It holds
 // no mutable state and is safe for concurrent use by many goroutines.
 type Analyzer struct {
-	cfg  *conf.Config
-	opts Options
+	cfg   *conf.Config
+	opts  Options
+	masks map[string]*catalogMask // mask.go; read-only
 }
 
 // New returns an Analyzer for cfg, which must not be modified afterwards.
 func New(cfg *conf.Config, opts Options) *Analyzer {
-	return &Analyzer{cfg: cfg, opts: opts}
+	return &Analyzer{cfg: cfg, opts: opts, masks: buildMasks(opts.CatalogColumns)}
 }
 
 // source is the text a statement was parsed from and where that text lies in

@@ -1042,6 +1042,20 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
+// clampCast is the cast applied to an aggregate argument before clamping:
+// none for a plain integer column of the private table (clamping and
+// summing integers is exact and much cheaper than numeric arithmetic per
+// row), ::numeric for everything else, so that sums never run in floating
+// point.
+func (p *planner) clampCast(arg *pg_query.Node) string {
+	if ref := arg.GetColumnRef(); ref != nil {
+		if c, err := p.column(ref); err == nil && c.private && p.a.opts.IntegerColumns[p.table.QualifiedName()+"."+c.name] {
+			return ""
+		}
+	}
+	return "::numeric"
+}
+
 // clampNode is least(greatest((n)::numeric, lo), hi).
 func clampNode(n *pg_query.Node, lo, hi float64) *pg_query.Node {
 	lit := func(v float64) *pg_query.Node {
@@ -2175,7 +2189,12 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 			filter = " FILTER (WHERE " + fs + ")"
 		}
 		s, c, q := "s"+strconv.Itoa(i), "c"+strconv.Itoa(i), "q"+strconv.Itoa(i)
+		// v is the clamped argument as numeric; vSum may skip the cast for
+		// an integer column (SUM and AVG only: variance squares and
+		// quantiles bucket the value, which must not overflow or change
+		// type).
 		v := fmt.Sprintf("least(greatest((%s)::numeric, %s), %s)", col, numLit(agg.Lower), numLit(agg.Upper))
+		vSum := fmt.Sprintf("least(greatest((%s)%s, %s), %s)", col, p.clampCast(p.aggArgs[i]), numLit(agg.Lower), numLit(agg.Upper))
 		switch agg.Kind {
 		case AggCount:
 			switch {
@@ -2208,11 +2227,11 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 			}
 			agg.CountCol = comp("count(DISTINCT dp_v) FILTER (WHERE " + cond + ")")
 		case AggSum:
-			inner = append(inner, "sum("+v+")"+filter+" AS "+s)
+			inner = append(inner, "sum("+vSum+")"+filter+" AS "+s)
 			perUnit = append(perUnit, s)
 			agg.SumCol = comp(scaled(s))
 		case AggAvg:
-			inner = append(inner, "sum("+v+")"+filter+" AS "+s, "count("+col+")"+filter+" AS "+c)
+			inner = append(inner, "sum("+vSum+")"+filter+" AS "+s, "count("+col+")"+filter+" AS "+c)
 			perUnit = append(perUnit, s, c)
 			agg.SumCol = comp(scaled(s))
 			agg.CountCol = comp(scaled(c))
