@@ -123,17 +123,14 @@ var attacks = []attack{
 	{"stats", `SELECT most_common_vals FROM pg_stats WHERE tablename = 'orders'`, "42501", ""},
 	{"stats", `SELECT stavalues1 FROM pg_catalog.pg_statistic`, "42501", ""},
 	{"stats", `SELECT * FROM pg_stats_ext`, "42501", ""},
-	{"stats", `SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = 'orders'`, "42501", ""},
 	{"stats", `SELECT pg_stat_get_live_tuples('orders'::regclass)`, "42501", ""},
-	{"stats", `SELECT reltuples FROM pg_class WHERE relname = 'orders'`, "42501", ""},
-	{"stats", `SELECT relpages FROM pg_catalog.pg_class`, "42501", ""},
-	{"stats", `SELECT c FROM pg_class c WHERE relname = 'orders'`, "42501", ""},
-	{"stats", `SELECT (c).reltuples FROM pg_class c`, "42501", ""},
-	{"stats", `SELECT relname FROM pg_class NATURAL JOIN (SELECT 'orders'::name AS relname, 16::real AS reltuples) x`, "42501", ""},
-	{"stats", `SELECT relname FROM pg_class JOIN (VALUES (16::real)) v(reltuples) USING (reltuples)`, "42501", ""},
-	{"stats", `SELECT relname FROM pg_class c JOIN (SELECT 1) x(relpages) USING (relpages) WHERE c.relname = 'orders'`, "42501", ""},
 	{"stats", `SELECT pg_relation_size('orders')`, "42501", ""},
 	{"stats", `SELECT row_to_json(c) FROM pg_class c`, "42501", ""},
+	{"stats", `SELECT query FROM pg_stat_activity`, "42501", ""},
+	{"stats", `SELECT tup_returned FROM pg_stat_database`, "42501", ""},
+	{"stats", `SELECT relname FROM pg_class TABLESAMPLE SYSTEM (100)`, "42501", ""},
+	// Row estimates (reltuples, n_live_tup) are answered masked:
+	// TestAttackRowEstimatesMasked.
 	// Upstream credentials and server files.
 	{"secrets", `SELECT rolpassword FROM pg_authid`, "42501", ""},
 	{"secrets", `SELECT passwd FROM pg_shadow`, "42501", ""},
@@ -360,6 +357,73 @@ func runAttack(t *testing.T, conn *pgx.Conn, sql, codes string) {
 	if err := conn.QueryRow(ctx, "SHOW dp.epsilon").Scan(&eps); err != nil || eps != "1" {
 		t.Errorf("after %s: dp.epsilon = %q (%v), want 1", sql, eps, err)
 	}
+}
+
+// TestAttackRowEstimatesMasked: the row estimates of pg_class and the
+// statistics views are answered, but masked, by every path an analyst
+// could try: named columns, whole rows, joins that compare by name. Each
+// attack is also run directly on the database, where it does reveal the
+// estimate, so the test fails if the masking goes.
+func TestAttackRowEstimatesMasked(t *testing.T) {
+	reltuples, relpages, liveTup := rowEstimates(t)
+	_, addr, _ := startProxyWith(t, configFor(t, attackConfig, map[string]string{"PW": "mallory-pw"}))
+	up := direct(t)
+	for _, c := range []struct {
+		sql        string
+		want, real string // the rows as text, through the proxy and directly
+	}{
+		{`SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = 'orders'`, "[<nil>]", fmt.Sprintf("[%d]", liveTup)},
+		{`SELECT s.n_tup_ins, s.seq_tup_read, s.last_analyze IS NULL FROM pg_catalog.pg_stat_all_tables s WHERE relname = 'orders'`, "[<nil> <nil> true]", ""},
+		{`SELECT heap_blks_read FROM pg_statio_user_tables WHERE relname = 'orders'`, "[<nil>]", ""},
+		{`SELECT reltuples FROM pg_class WHERE relname = 'orders'`, "[-1]", fmt.Sprintf("[%v]", reltuples)},
+		{`SELECT relpages FROM pg_catalog.pg_class WHERE relname = 'orders'`, "[0]", fmt.Sprintf("[%d]", relpages)},
+		{`SELECT max(relpages), min(reltuples) FROM pg_catalog.pg_class`, "[0 -1]", ""},
+		{`SELECT (c).reltuples FROM pg_class c WHERE relname = 'orders'`, "[-1]", fmt.Sprintf("[%v]", reltuples)},
+		{`SELECT split_part(c::text, ',', 11) FROM pg_class c WHERE relname = 'orders'`, "[-1]", fmt.Sprintf("[%v]", reltuples)},
+		{`SELECT x.reltuples FROM (SELECT * FROM "pg_class") x WHERE x.relname = 'orders'`, "[-1]", fmt.Sprintf("[%v]", reltuples)},
+		{`WITH t AS (SELECT relname, relpages FROM ONLY pg_catalog.pg_class) SELECT relpages FROM t WHERE relname = 'orders'`, "[0]", fmt.Sprintf("[%d]", relpages)},
+		{fmt.Sprintf(`SELECT relname FROM pg_class NATURAL JOIN (SELECT 'orders'::name AS relname, %v::real AS reltuples) x`, reltuples), "", "[orders]"},
+		{fmt.Sprintf(`SELECT relname FROM pg_class JOIN (VALUES ('orders'::name, %v::real)) v(relname, reltuples) USING (relname, reltuples)`, reltuples), "", "[orders]"},
+		{fmt.Sprintf(`SELECT relname FROM pg_class c JOIN (SELECT %d) x(relpages) USING (relpages) WHERE c.relname = 'orders'`, relpages), "", "[orders]"},
+	} {
+		if c.real != "" {
+			if got := rowsText(t, up, c.sql); got != c.real {
+				t.Fatalf("directly, %s = %s, want %s: the attack would not reveal the estimate", c.sql, got, c.real)
+			}
+		}
+		for _, m := range attackModes {
+			conn := connectAt(t, addr, "mallory", "mallory-pw", m.mode)
+			before := showBudget(t, conn)
+			if got := rowsText(t, conn, c.sql); got != c.want {
+				t.Errorf("%s, %s = %s through the proxy, want %s (really %s)", m.name, c.sql, got, c.want, c.real)
+			}
+			if after := showBudget(t, conn); after != before {
+				t.Errorf("%s charged the budget: %+v -> %+v", c.sql, before, after)
+			}
+		}
+	}
+}
+
+// rowsText runs sql and prints its rows, each as fmt prints its values.
+func rowsText(t *testing.T, conn *pgx.Conn, sql string) string {
+	t.Helper()
+	rows, err := conn.Query(ctx, sql)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		out = append(out, fmt.Sprint(vals))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return strings.Join(out, " ")
 }
 
 // TestAttackTinyEpsilon: an ε that is positive and finite but so small

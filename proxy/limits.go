@@ -171,6 +171,13 @@ func (ss *session) overLimit(msg pgproto3.FrontendMessage) (handled, ok bool) {
 // private query leaves the client's transaction usable). The caller must
 // call the returned end once the query's result has been read, even if it
 // failed; end's error is an upstream failure.
+// privateWorkMem raises work_mem to at least 64MB for the rewritten query's
+// transaction only (SET LOCAL semantics: is_local = true), never lowering a
+// larger value the operator set for the proxy's role. With
+// max_concurrent_private_queries at its default of 16 this bounds the extra
+// memory to 16 × 64MB × hash_mem_multiplier.
+const privateWorkMem = "SELECT set_config('work_mem', greatest(pg_size_bytes(current_setting('work_mem')) / 1024, 65536)::text, true)"
+
 func (ss *session) enterPrivate(ctx context.Context) (end func() error, err error) {
 	pc := ss.upstream.Conn().PgConn()
 	begin, finish := "", ""
@@ -189,7 +196,9 @@ func (ss *session) enterPrivate(ctx context.Context) (end func() error, err erro
 	}
 	release := func() { <-ss.srv.lim.private }
 	ms := ss.srv.lim.cfg.StatementTimeout.Milliseconds()
-	if _, err := pc.Exec(ctx, begin+"; SET LOCAL statement_timeout = "+strconv.FormatInt(ms, 10)).ReadAll(); err != nil {
+	// privateWorkMem keeps the per-unit pre-aggregation's hash table in
+	// memory (bench/RESULTS.md: at the default 4MB it spills to disk).
+	if _, err := pc.Exec(ctx, begin+"; SET LOCAL statement_timeout = "+strconv.FormatInt(ms, 10)+"; "+privateWorkMem).ReadAll(); err != nil {
 		release()
 		switch {
 		case finish == "COMMIT" && pc.TxStatus() != 'I':

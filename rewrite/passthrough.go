@@ -137,9 +137,6 @@ func funcName(fc *pg_query.FuncCall) (schema, name string) {
 	return strings.Join(parts[:len(parts)-1], "."), parts[len(parts)-1]
 }
 
-// rowEstimateColumns of pg_class estimate row counts of tables.
-var rowEstimateColumns = map[string]bool{"reltuples": true, "relpages": true, "relallvisible": true}
-
 // statsValueColumns held the values of extended statistics in
 // pg_statistic_ext before PostgreSQL 12 (n-distinct counts, dependencies,
 // most common values); pg_statistic_ext_data holds them now and is refused.
@@ -182,7 +179,7 @@ func (a *Analyzer) selectStmt(n *pg_query.Node, text string) (*Statement, error)
 		}
 		return &Statement{Kind: KindPrivate, SQL: text, Plan: plan}, nil
 	}
-	sql, err := a.passThrough(n, refs)
+	sql, err := a.passThrough(n)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +220,7 @@ func (a *Analyzer) explainStmt(n *pg_query.ExplainStmt) (*Statement, error) {
 				withDetail("%s is private.", r.qualified())
 		}
 	}
-	sql, err := a.passThrough(&pg_query.Node{Node: &pg_query.Node_ExplainStmt{ExplainStmt: n}}, refs)
+	sql, err := a.passThrough(&pg_query.Node{Node: &pg_query.Node_ExplainStmt{ExplainStmt: n}})
 	if err != nil {
 		return nil, err
 	}
@@ -248,67 +245,18 @@ func optionOn(arg *pg_query.Node) bool {
 // passThrough validates a query that reads no private table and returns it
 // deparsed with every relation qualified by its schema, so that the
 // upstream resolves each name to what was checked here whatever its
-// search_path.
-func (a *Analyzer) passThrough(n *pg_query.Node, refs []*relRef) (string, error) {
-	pgClass := map[string]bool{}
-	pgClassRV := map[*pg_query.RangeVar]bool{}
-	for _, r := range refs {
-		if r.class == relCatalog && r.schema == "pg_catalog" && r.name == "pg_class" {
-			pgClassRV[r.rv] = true
-			pgClass[r.rv.Relname] = true
-			if al := r.rv.Alias; al != nil {
-				pgClass[al.Aliasname] = true
-				if len(al.Colnames) > 0 {
-					return "", reject(CodeForbidden, r.rv.Location, "column aliases on pg_class are refused: they could rename row-count estimates")
-				}
-			}
-		}
-	}
-	// A join whose tree holds pg_class exposes its columns under the
-	// join's alias (j.*, a whole-row j): treat the alias as pg_class.
-	walk(n.ProtoReflect(), func(m protoreflect.Message) bool {
-		if j, ok := m.Interface().(*pg_query.JoinExpr); ok && j.Alias != nil && reachesPgClass(j, pgClassRV) {
-			pgClass[j.Alias.Aliasname] = true
-		}
-		return true
-	})
-	// safeStars are unqualified * in a select list whose FROM reads pg_class
-	// only through subqueries: those name their columns explicitly, and
-	// each is checked (pgJDBC's getColumns wraps its catalog query in
-	// SELECT * FROM (...) c).
-	safeStars := map[*pg_query.ColumnRef]bool{}
+// search_path, and with the catalogs that count rows masked (mask.go).
+func (a *Analyzer) passThrough(n *pg_query.Node) (string, error) {
 	var err error
 	walk(n.ProtoReflect(), func(m protoreflect.Message) bool {
 		if err != nil {
 			return false
 		}
 		switch x := m.Interface().(type) {
-		case *pg_query.SelectStmt:
-			if !fromReachesPgClass(x.FromClause, pgClassRV) {
-				for _, t := range x.TargetList {
-					if c := t.GetResTarget().GetVal().GetColumnRef(); c != nil && len(c.Fields) == 1 && c.Fields[0].GetAStar() != nil {
-						safeStars[c] = true
-					}
-				}
-			}
 		case *pg_query.FuncCall:
 			err = funcAllowed(x)
 		case *pg_query.ColumnRef:
-			err = passThroughColumn(x, pgClass, safeStars[x])
-		case *pg_query.JoinExpr:
-			if len(pgClass) > 0 && x.Alias != nil && len(x.Alias.Colnames) > 0 {
-				err = reject(CodeForbidden, -1, "column aliases on a join with pg_class are refused: they could rename row-count estimates")
-			}
-			// NATURAL and USING compare columns by name without a
-			// ColumnRef: a join on reltuples would test its value.
-			if len(pgClass) > 0 && x.IsNatural {
-				err = reject(CodeForbidden, -1, "NATURAL JOIN with pg_class is refused: it could compare row-count estimates; name the join columns in ON")
-			}
-			for _, u := range x.UsingClause {
-				if name := u.GetString_().GetSval(); rowEstimateColumns[name] && err == nil {
-					err = reject(CodeForbidden, -1, "JOIN ... USING (%s) is refused: it compares an estimate of the number of rows of a table", name)
-				}
-			}
+			err = passThroughColumn(x)
 		}
 		return err == nil
 	})
@@ -325,6 +273,9 @@ func (a *Analyzer) passThrough(n *pg_query.Node, refs []*relRef) (string, error)
 			r.rv.Schemaname = r.schema
 		}
 	}
+	if err := a.maskCatalogs(c); err != nil {
+		return "", err
+	}
 	sql, err := deparseStmt(c)
 	if err != nil {
 		return "", err
@@ -335,61 +286,16 @@ func (a *Analyzer) passThrough(n *pg_query.Node, refs []*relRef) (string, error)
 	return sql, nil
 }
 
-// fromReachesPgClass reports whether a FROM list reads pg_class other than
-// through a subquery.
-func fromReachesPgClass(from []*pg_query.Node, pgClassRV map[*pg_query.RangeVar]bool) bool {
-	for _, f := range from {
-		if reachesPgClass(f, pgClassRV) {
-			return true
-		}
-	}
-	return false
-}
-
-func reachesPgClass(n proto.Message, pgClassRV map[*pg_query.RangeVar]bool) bool {
-	found := false
-	walk(n.ProtoReflect(), func(m protoreflect.Message) bool {
-		switch x := m.Interface().(type) {
-		case *pg_query.RangeVar:
-			found = found || pgClassRV[x]
-		case *pg_query.RangeSubselect:
-			return false
-		}
-		return !found
-	})
-	return found
-}
-
 // passThroughColumn checks a column reference of a pass-through query.
-// safeStar says an unqualified * expands no column of pg_class.
-func passThroughColumn(c *pg_query.ColumnRef, pgClass map[string]bool, safeStar bool) error {
+// Row-count estimates need no check: every relation holding them is read
+// masked.
+func passThroughColumn(c *pg_query.ColumnRef) error {
 	if len(c.Fields) == 0 {
 		return nil
 	}
-	last := c.Fields[len(c.Fields)-1]
-	if last.GetAStar() != nil {
-		qualifier := ""
-		if len(c.Fields) > 1 {
-			qualifier = c.Fields[len(c.Fields)-2].GetString_().GetSval()
-		}
-		if qualifier == "" && safeStar || qualifier != "" && !pgClass[qualifier] {
-			return nil
-		}
-		if len(pgClass) > 0 {
-			return reject(CodeForbidden, c.Location, "SELECT * over pg_class is refused: it would return reltuples, an estimate of row counts").
-				withHint("Name the columns you need.")
-		}
-		return nil
-	}
-	name := last.GetString_().GetSval()
-	if rowEstimateColumns[name] {
-		return reject(CodeForbidden, c.Location, "column %s is refused: it estimates the number of rows of a table", name)
-	}
+	name := c.Fields[len(c.Fields)-1].GetString_().GetSval()
 	if statsValueColumns[name] {
 		return reject(CodeForbidden, c.Location, "column %s is refused: it holds statistics of data values", name)
-	}
-	if pgClass[name] {
-		return reject(CodeForbidden, c.Location, "whole-row reference %s to pg_class is refused: it would return reltuples", name)
 	}
 	return nil
 }

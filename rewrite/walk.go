@@ -176,9 +176,15 @@ func (a *Analyzer) resolve(refs []*relRef) error {
 		}
 		switch r.schema {
 		case "pg_catalog", "information_schema":
-			if r.schema == "pg_catalog" && (statsRelations[r.name] ||
-				strings.HasPrefix(r.name, "pg_stat_") || strings.HasPrefix(r.name, "pg_statio_")) {
-				return reject(CodeForbidden, rv.Location, "reading %s is refused: pg_stats holds data values from tables", r.qualified())
+			if r.schema == "pg_catalog" && statsRelations[r.name] {
+				return reject(CodeForbidden, rv.Location, "reading %s is refused: it holds data values from tables", r.qualified())
+			}
+			// The statistics views of tables, indexes and sequences are
+			// read masked (mask.go); the others hold counts of the whole
+			// database, other sessions' queries or server state.
+			if r.schema == "pg_catalog" && a.masks[r.name] == nil &&
+				(strings.HasPrefix(r.name, "pg_stat_") || strings.HasPrefix(r.name, "pg_statio_")) {
+				return reject(CodeForbidden, rv.Location, "reading %s is refused: statistics views hold counts of table rows or other sessions' activity", r.qualified())
 			}
 			if reason, ok := refusedCatalogs[r.name]; ok && r.schema == "pg_catalog" {
 				return reject(CodeForbidden, rv.Location, "reading %s is refused: %s", r.qualified(), reason)

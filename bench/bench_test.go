@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bufio"
+	"math"
+	"strings"
+	"testing"
+)
+
+// The harness itself runs only as `go run ./bench`; these tests keep its
+// parsers honest and let CI compile it.
+
+func TestParsePgbenchLog(t *testing.T) {
+	log := "0 1 150 0 1700000000 123456\n0 2 90 0 1700000000 123556\nbroken\n1 1 300 0 1700000000 123999 12\n"
+	got, err := parsePgbenchLog(bufio.NewScanner(strings.NewReader(log)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float64{150, 90, 300}
+	if len(got) != len(want) {
+		t.Fatalf("parsePgbenchLog = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("latency %d = %v, want %v", i, got[i], want[i])
+		}
+	}
+	if _, err := parsePgbenchLog(bufio.NewScanner(strings.NewReader("0 1 x 0 1 2\n"))); err == nil {
+		t.Error("a non-numeric latency was accepted")
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	v := []float64{5, 1, 4, 2, 3}
+	for _, c := range []struct{ q, want float64 }{{0.5, 3}, {0.99, 5}, {0.01, 1}, {0.8, 4}} {
+		if got := percentile(v, c.q); got != c.want {
+			t.Errorf("percentile(%v, %v) = %v, want %v", v, c.q, got, c.want)
+		}
+	}
+	if v[0] != 5 {
+		t.Error("percentile sorted its input")
+	}
+	if median([]float64{10, 30, 20}) != 20 {
+		t.Error("median of 10, 30, 20 is not 20")
+	}
+}
+
+func TestParseBench(t *testing.T) {
+	out := `goos: linux
+BenchmarkPipeline/cached/count-2   3000   21700 ns/op   17200 p50-ns   74900 p99-ns   2062 B/op   124 allocs/op
+BenchmarkPassThroughAnalyze/uncached-2  3000  389800 ns/op  22112 B/op  574 allocs/op
+PASS`
+	got := parseBench([]byte(out))
+	if len(got) != 2 {
+		t.Fatalf("parseBench found %d lines, want 2: %+v", len(got), got)
+	}
+	g := got[0]
+	if g.name != "Pipeline/cached/count" || g.nsOp != 21700 || g.p50 != 17200 || g.p99 != 74900 || g.bytesOp != 2062 || g.allocs != 124 {
+		t.Errorf("parseBench line 1 = %+v", g)
+	}
+	if !math.IsNaN(got[1].p99) || got[1].allocs != 574 {
+		t.Errorf("parseBench line 2 = %+v, want p99 NaN and 574 allocs", got[1])
+	}
+}
+
+func TestRewrittenSQL(t *testing.T) {
+	lines := []string{"DP query over public.events", "Rewritten SQL ($1 is a fresh secret salt per execution):", "SELECT g0", "FROM x"}
+	if got := rewrittenSQL(lines); got != "SELECT g0\nFROM x" {
+		t.Errorf("rewrittenSQL = %q", got)
+	}
+	if got := rewrittenSQL(lines[:1]); got != "" {
+		t.Errorf("rewrittenSQL without the marker = %q, want empty", got)
+	}
+}
+
+func TestRatioMedianIsPerRound(t *testing.T) {
+	d := &ptCell{tps: []float64{100, 200, 300}}
+	x := &ptCell{tps: []float64{90, 100, 290}}
+	// Per-round ratios 0.9, 0.5, 0.967: median 0.9 (not 100/200 = 0.5).
+	if got := ratioMedian(x, d); math.Abs(got-0.9) > 1e-9 {
+		t.Errorf("ratioMedian = %v, want 0.9", got)
+	}
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// dpRow is one aggregate's three timings (medians over rounds, ms).
+type dpRow struct {
+	agg                string
+	raw, preagg, dp    []float64
+	rawQ, preaggQ, dpQ string
+}
+
+type dpResult struct {
+	rows    int
+	rounds  int
+	results []*dpRow
+	explain string // EXPLAIN ANALYZE of the rewritten SUM query
+	rewrite string // the rewritten SUM query
+}
+
+func measureDPCost(ctx context.Context, e *benchEnv, o options) (*dpResult, error) {
+	direct, err := pgx.Connect(ctx, e.directURL())
+	if err != nil {
+		return nil, err
+	}
+	defer direct.Close(ctx)
+	pcfg, err := pgx.ParseConfig(e.proxyURL)
+	if err != nil {
+		return nil, err
+	}
+	pcfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	proxy, err := pgx.ConnectConfig(ctx, pcfg)
+	if err != nil {
+		return nil, err
+	}
+	defer proxy.Close(ctx)
+	if _, err := proxy.Exec(ctx, "SET dp.notices = off"); err != nil {
+		return nil, err
+	}
+
+	res := &dpResult{rows: o.rows, rounds: o.dpRounds}
+	preagg := `SELECT grp, count(*) AS units, sum(c) AS n, sum(s) AS total
+  FROM (SELECT unit_id, grp, count(*) AS c, sum(val) AS s FROM events GROUP BY unit_id, grp) AS per_unit
+ GROUP BY grp`
+	for _, agg := range []struct{ name, expr string }{{"COUNT", "COUNT(*)"}, {"SUM", "SUM(val)"}, {"AVG", "AVG(val)"}} {
+		q := fmt.Sprintf("SELECT grp, %s FROM events GROUP BY grp", agg.expr)
+		res.results = append(res.results, &dpRow{agg: agg.name, rawQ: q, preaggQ: preagg, dpQ: q})
+	}
+	// The proxy raises work_mem to 64MB inside each private query's
+	// transaction (proxy/limits.go); the baselines get the same.
+	if _, err := direct.Exec(ctx, "SET work_mem = '64MB'"); err != nil {
+		return nil, err
+	}
+	// Warm the cache (shared_buffers) once so that the first timing does
+	// not pay for reading the table from disk.
+	if _, err := direct.Exec(ctx, "SELECT count(*) FROM events"); err != nil {
+		return nil, err
+	}
+	seq := 0
+	for round := range o.dpRounds {
+		for _, r := range res.results {
+			steps := []func() error{
+				func() error { d, err := timeQuery(ctx, direct, r.rawQ); r.raw = append(r.raw, d); return err },
+				func() error { d, err := timeQuery(ctx, direct, r.preaggQ); r.preagg = append(r.preagg, d); return err },
+				func() error {
+					// A new ε each time makes it a new question: the answer
+					// cache would otherwise answer without touching the database.
+					seq++
+					if _, err := proxy.Exec(ctx, fmt.Sprintf("SET dp.epsilon = %.9f", 1+float64(seq)*1e-6)); err != nil {
+						return err
+					}
+					d, err := timeQuery(ctx, proxy, r.dpQ)
+					r.dp = append(r.dp, d)
+					return err
+				},
+			}
+			for i := range steps {
+				if err := steps[(i+round)%len(steps)](); err != nil {
+					return nil, fmt.Errorf("%s: %w", r.agg, err)
+				}
+			}
+		}
+	}
+
+	// The rewritten SQL, as EXPLAIN DP shows it, and its plan.
+	rows, err := proxy.Query(ctx, "EXPLAIN DP SELECT grp, SUM(val) FROM events GROUP BY grp")
+	if err != nil {
+		return nil, err
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	res.rewrite = rewrittenSQL(lines)
+	if res.rewrite == "" {
+		return nil, fmt.Errorf("EXPLAIN DP printed no rewritten SQL:\n%s", strings.Join(lines, "\n"))
+	}
+	tx, err := direct.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(ctx)
+	prows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+res.rewrite, "0123456789abcdef0123456789abcdef")
+	if err != nil {
+		return nil, fmt.Errorf("explain analyze: %w", err)
+	}
+	plan, err := pgx.CollectRows(prows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("explain analyze: %w", err)
+	}
+	res.explain = strings.Join(plan, "\n")
+	return res, nil
+}
+
+// rewrittenSQL extracts the SQL that follows EXPLAIN DP's "Rewritten SQL"
+// line.
+func rewrittenSQL(lines []string) string {
+	for i, l := range lines {
+		if strings.HasPrefix(l, "Rewritten SQL") {
+			return strings.TrimSpace(strings.Join(lines[i+1:], "\n"))
+		}
+	}
+	return ""
+}
+
+// timeQuery runs q, reads every row and returns the time in ms.
+func timeQuery(ctx context.Context, c *pgx.Conn, q string) (float64, error) {
+	t0 := time.Now()
+	rows, err := c.Query(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	for rows.Next() {
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	return float64(time.Since(t0).Microseconds()) / 1000, nil
+}

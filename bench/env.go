@@ -1,0 +1,396 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dpproxy/dpproxy/internal/pgtest"
+)
+
+// pgSettings tune the throwaway server for benchmarks: enough connections
+// for 500 proxied sessions (each holds one upstream connection), the data
+// in shared memory, no JIT (it costs milliseconds per query and helps
+// nothing at these sizes), and no durability (a throwaway cluster).
+var pgSettings = []string{
+	"max_connections=800",
+	"shared_buffers=1GB",
+	"effective_cache_size=4GB",
+	"work_mem=4MB", // the default: dpproxy raises it per private query
+	"maintenance_work_mem=256MB",
+	"jit=off",
+	"max_wal_size=4GB",
+	"checkpoint_timeout=30min",
+	"autovacuum=off",
+	"track_io_timing=off",
+}
+
+// benchEnv is everything the measurements talk to.
+type benchEnv struct {
+	pg       *pgtest.Server
+	pgbench  string // the pgbench binary
+	dbURL    string // superuser, database bench
+	pgPort   int
+	proxy    *exec.Cmd
+	proxyURL string // analyst bench through dpproxy
+	bouncer  *exec.Cmd
+	bncPort  int
+	dir      string // harness files (dpproxy binary, config, pgbench logs)
+	summary  []string
+}
+
+func (e *benchEnv) directURL() string { return e.dbURL }
+
+func (e *benchEnv) close() {
+	for _, c := range []*exec.Cmd{e.proxy, e.bouncer} {
+		if c != nil && c.Process != nil {
+			c.Process.Signal(syscall.SIGINT)
+			done := make(chan struct{})
+			go func() { c.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				c.Process.Kill()
+			}
+		}
+	}
+	if e.pg != nil {
+		if err := e.pg.Stop(); err != nil {
+			log.Print(err)
+		}
+	}
+	if e.dir != "" {
+		os.RemoveAll(e.dir)
+	}
+}
+
+func setup(ctx context.Context, o options) (*benchEnv, error) {
+	e := &benchEnv{}
+	var err error
+	if e.dir, err = os.MkdirTemp("", "dpproxy-bench-"); err != nil {
+		return nil, err
+	}
+	if e.pgbench, err = findPgbench(); err != nil {
+		return nil, err
+	}
+	log.Print("starting PostgreSQL")
+	e.pg, err = pgtest.Start(ctx, pgtest.Options{ExtraConfig: pgSettings})
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	e.pgPort = e.pg.Port
+	if e.dbURL, err = e.pg.CreateDatabase(ctx, "bench"); err != nil {
+		e.close()
+		return nil, err
+	}
+	if err := e.load(ctx, o); err != nil {
+		e.close()
+		return nil, fmt.Errorf("load: %w", err)
+	}
+	if err := e.startProxy(ctx); err != nil {
+		e.close()
+		return nil, fmt.Errorf("dpproxy: %w", err)
+	}
+	if err := e.startBouncer(ctx); err != nil {
+		e.close()
+		return nil, fmt.Errorf("pgbouncer: %w", err)
+	}
+	e.summary = append(e.summary, "PostgreSQL settings: "+strings.Join(pgSettings, ", "))
+	return e, nil
+}
+
+// load creates the pgbench tables and the private table events: o.rows
+// rows over rows/50 units, skewed: 20 heavy units hold 30% of the rows
+// (about 15,000 each at 1M rows), the rest spread evenly; 16 groups; val
+// in [0, 100).
+func (e *benchEnv) load(ctx context.Context, o options) error {
+	began := time.Now()
+	cmd := exec.CommandContext(ctx, e.pgbench, "-i", "-q", "-s", strconv.Itoa(o.scale), "--no-vacuum", e.dbURL)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pgbench -i: %v\n%s", err, out)
+	}
+	conn, err := pgx.Connect(ctx, e.dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	units := max(o.rows/50, 100)
+	for _, q := range []string{
+		`VACUUM ANALYZE pgbench_accounts, pgbench_branches, pgbench_tellers`,
+		`DROP TABLE IF EXISTS events, mix_events`,
+		fmt.Sprintf(`CREATE TABLE events AS
+		 SELECT CASE WHEN i %% 10 < 3 THEN i %% 20 ELSE 20 + (i::bigint * 7919) %% %d END::int AS unit_id,
+		        ((i * 31 + i / 7) %% 16)::int AS grp,
+		        ((i::bigint * 37) %% 1000)::numeric / 10 AS val
+		   FROM generate_series(1, %d) AS i`, units, o.rows),
+		// A small table for the query mix, so that 64 clients run many
+		// fresh DP queries (each one a ledger transaction) per second.
+		`CREATE TABLE mix_events AS SELECT * FROM events WHERE unit_id < 2020 LIMIT 50000`,
+		`VACUUM ANALYZE events, mix_events`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", strings.Fields(q)[0], err)
+		}
+	}
+	var heavy, max int64
+	if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE unit_id < 20), max(n) FROM (SELECT unit_id, count(*) n FROM events GROUP BY unit_id) t, LATERAL (SELECT 1) x`).Scan(&heavy, &max); err != nil {
+		return err
+	}
+	e.summary = append(e.summary, fmt.Sprintf("Data: pgbench scale %d (%d accounts); events: %d rows, %d units (20 heavy units, the largest with %d rows), 16 groups, loaded in %v",
+		o.scale, o.scale*100000, o.rows, units+20, max, time.Since(began).Round(time.Second)))
+	return nil
+}
+
+const proxyConfig = `listen: 127.0.0.1:%d
+upstream: %s
+auth:
+  method: trust
+  users:
+    - {name: bench, budget: {epsilon: 1.0e12, delta: 0.5}}
+privacy:
+  epsilon: 1.0
+  max_epsilon_per_query: 10.0
+  delta: 1.0e-7
+  mechanism: laplace
+tables:
+  public.events:
+    privacy_unit: unit_id
+    max_groups_per_unit: 4
+    max_rows_per_unit: 8
+    columns:
+      val: {lower: 0, upper: 100}
+  public.mix_events:
+    privacy_unit: unit_id
+    max_groups_per_unit: 4
+    max_rows_per_unit: 8
+    columns:
+      val: {lower: 0, upper: 100}
+  public.pgbench_accounts: {public: true}
+  public.pgbench_branches: {public: true}
+  public.pgbench_tellers: {public: true}
+  public.pgbench_history: {public: true}
+limits:
+  max_connections: 2000
+  statement_timeout: 30m
+`
+
+// startProxy builds cmd/dpproxy and serves the bench configuration.
+func (e *benchEnv) startProxy(ctx context.Context) error {
+	bin := filepath.Join(e.dir, "dpproxy")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/dpproxy")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	cfgPath := filepath.Join(e.dir, "dpproxy.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(proxyConfig, port, e.dbURL)), 0o600); err != nil {
+		return err
+	}
+	logf, err := os.Create(filepath.Join(e.dir, "dpproxy.log"))
+	if err != nil {
+		return err
+	}
+	e.proxy = exec.Command(bin, "serve", "-config", cfgPath)
+	e.proxy.Stdout, e.proxy.Stderr = logf, logf
+	e.proxy.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := e.proxy.Start(); err != nil {
+		return err
+	}
+	e.proxyURL = fmt.Sprintf("postgres://bench@127.0.0.1:%d/bench?sslmode=disable", port)
+	if err := waitConnect(ctx, e.proxyURL); err != nil {
+		out, _ := os.ReadFile(logf.Name())
+		return fmt.Errorf("%w\n%s", err, out)
+	}
+	return nil
+}
+
+// startBouncer runs pgbouncer in transaction pooling mode, as the postgres
+// OS user (it refuses root) with files that user owns.
+func (e *benchEnv) startBouncer(ctx context.Context) error {
+	bin, err := exec.LookPath("pgbouncer")
+	if err != nil {
+		for _, p := range []string{"/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"} {
+			if _, err := os.Stat(p); err == nil {
+				bin = p
+			}
+		}
+	}
+	if bin == "" {
+		log.Print("pgbouncer missing: apt-get install pgbouncer")
+		inst := exec.CommandContext(ctx, "sh", "-c", "apt-get install -y --no-install-recommends pgbouncer || (apt-get update && apt-get install -y --no-install-recommends pgbouncer)")
+		if out, err := inst.CombinedOutput(); err != nil {
+			return fmt.Errorf("install: %v\n%s", err, out)
+		}
+		bin = "/usr/sbin/pgbouncer"
+	}
+	dir := filepath.Join(e.pg.Dir, "pgbouncer")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if e.bncPort, err = freePort(); err != nil {
+		return err
+	}
+	ini := fmt.Sprintf(`[databases]
+bench = host=127.0.0.1 port=%d dbname=bench user=postgres
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = %d
+unix_socket_dir =
+auth_type = trust
+auth_file = %s/userlist.txt
+pool_mode = transaction
+max_client_conn = 2000
+default_pool_size = 64
+ignore_startup_parameters = extra_float_digits
+logfile = %s/pgbouncer.log
+pidfile = %s/pgbouncer.pid
+`, e.pgPort, e.bncPort, dir, dir, dir)
+	files := map[string]string{"pgbouncer.ini": ini, "userlist.txt": `"postgres" ""` + "\n"}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			return err
+		}
+	}
+	args := []string{filepath.Join(dir, "pgbouncer.ini")}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return err
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		for _, p := range []string{dir, filepath.Join(dir, "pgbouncer.ini"), filepath.Join(dir, "userlist.txt")} {
+			if err := os.Chown(p, uid, gid); err != nil {
+				return err
+			}
+		}
+		args = append([]string{"-u", "postgres"}, args...)
+	}
+	e.bouncer = exec.Command(bin, args...)
+	e.bouncer.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := e.bouncer.Start(); err != nil {
+		return err
+	}
+	if err := waitConnect(ctx, e.bouncerURL()); err != nil {
+		out, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
+		return fmt.Errorf("%w\n%s", err, out)
+	}
+	v, _ := exec.Command(bin, "--version").Output()
+	e.summary = append(e.summary, fmt.Sprintf("pgbouncer: %s, pool_mode = transaction, default_pool_size = 64", firstLine(string(v))))
+	return nil
+}
+
+func (e *benchEnv) bouncerURL() string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/bench?sslmode=disable", e.bncPort)
+}
+
+func waitConnect(ctx context.Context, url string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := pgx.Connect(ctx, url)
+		if err == nil {
+			return c.Close(ctx)
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("cannot connect: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// findPgbench looks beside the server binaries, in PostgreSQL's versioned
+// directories (Debian keeps pgbench there), then on PATH.
+func findPgbench() (string, error) {
+	var dirs []string
+	if d, err := pgtest.FindBinaries(); err == nil {
+		dirs = append(dirs, d)
+	}
+	more, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	slices.Reverse(more) // newest version first
+	for _, d := range append(dirs, more...) {
+		if _, err := os.Stat(filepath.Join(d, "pgbench")); err == nil {
+			return filepath.Join(d, "pgbench"), nil
+		}
+	}
+	if p, err := exec.LookPath("pgbench"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("pgbench not found: install postgresql-15 (it ships /usr/lib/postgresql/15/bin/pgbench)")
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
+
+// machineInfo describes where the numbers were measured.
+func machineInfo() []string {
+	var out []string
+	model := ""
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	out = append(out, fmt.Sprintf("CPU: %s, %d cores (runtime.NumCPU)", model, runtime.NumCPU()))
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		out = append(out, "Memory: "+strings.Join(strings.Fields(firstLine(string(b)))[1:], " "))
+	}
+	if b, err := exec.Command("uname", "-srm").Output(); err == nil {
+		out = append(out, "Kernel: "+strings.TrimSpace(string(b)))
+	}
+	out = append(out, "Go: "+runtime.Version())
+	if bin, err := pgtest.FindBinaries(); err == nil {
+		if b, err := exec.Command(filepath.Join(bin, "postgres"), "--version").Output(); err == nil {
+			out = append(out, "PostgreSQL: "+strings.TrimSpace(string(b)))
+		}
+	}
+	return out
+}
+
+// loadAvg is the 1, 5 and 15 minute load average.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,1 @@
+SELECT pid, query FROM pg_stat_activity

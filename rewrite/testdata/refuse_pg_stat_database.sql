@@ -1,0 +1,1 @@
+SELECT datname, tup_returned FROM pg_stat_database
