@@ -59,6 +59,9 @@ type Server struct {
 
 	// parsed caches analysed statements by query text (parsecache.go).
 	parsed *lru.Cache[string, []*rewrite.Statement]
+	// shapes caches Verbatim pass-through statements by token shape
+	// (parsecache.go).
+	shapes *lru.Cache[string, *rewrite.Statement]
 
 	mu        sync.Mutex // guards the fields below
 	listeners map[net.Listener]struct{}
@@ -84,6 +87,7 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: opts.Logger, opts: opts,
 		parsed:    newParseCache(),
+		shapes:    newShapeCache(),
 		lim:       newLimiter(cfg.Limits),
 		metrics:   newMetrics(cfg),
 		creds:     map[string]scram.Credentials{},
@@ -165,8 +169,32 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 		s.Close()
 		return nil, fmt.Errorf("proxy: reading the private tables' column types: %w", err)
 	}
-	s.analyzer = rewrite.New(cfg, rewrite.Options{CatalogColumns: cols, IntegerColumns: ints})
+	rels, err := catalogRelations(ctx, s.pool)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("proxy: reading the upstream's catalog relations: %w", err)
+	}
+	s.analyzer = rewrite.New(cfg, rewrite.Options{CatalogColumns: cols, IntegerColumns: ints, CatalogRelations: rels})
 	return s, nil
+}
+
+// catalogRelations reads the names of the upstream's pg_catalog relations,
+// so that the rewrite resolves unqualified names exactly as PostgreSQL does.
+func catalogRelations(ctx context.Context, pool *pgxpool.Pool) (map[string]bool, error) {
+	rows, err := pool.Query(ctx, rewrite.CatalogRelationsSQL)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	rels := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		rels[name] = true
+	}
+	return rels, rows.Err()
 }
 
 // integerColumns reads which columns of the private tables are integers:

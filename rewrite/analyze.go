@@ -34,7 +34,17 @@ type Options struct {
 	// exact); every other argument is clamped as numeric, so a float
 	// column's rounding cannot break the bound. Missing: all numeric.
 	IntegerColumns map[string]bool
+	// CatalogRelations names every relation of schema pg_catalog on the
+	// upstream (CatalogRelationsSQL reads them). With it the analyzer
+	// knows how PostgreSQL resolves an unqualified name (pg_catalog is
+	// searched first, then public), so a pass-through SELECT that needs no
+	// rewriting can be sent as the client wrote it (Statement.Verbatim).
+	// Nil: every pass-through statement is deparsed with qualified names.
+	CatalogRelations map[string]bool
 }
+
+// CatalogRelationsSQL lists the upstream's pg_catalog relations.
+const CatalogRelationsSQL = `SELECT relname FROM pg_catalog.pg_class WHERE relnamespace = 'pg_catalog'::regnamespace AND relkind IN ('r', 'v', 'm', 'f', 'p')`
 
 // Analyzer classifies and rewrites SQL against one configuration. It holds
 // no mutable state and is safe for concurrent use by many goroutines.

@@ -183,7 +183,45 @@ func (a *Analyzer) selectStmt(n *pg_query.Node, text string) (*Statement, error)
 	if err != nil {
 		return nil, err
 	}
+	if a.verbatim(n, refs) {
+		return &Statement{Kind: KindPassThrough, SQL: text, Verbatim: true}, nil
+	}
 	return &Statement{Kind: KindPassThrough, SQL: sql}, nil
+}
+
+// verbatim reports whether a validated pass-through SELECT may be sent as
+// the client wrote it: no relation it reads is masked (which needs the
+// rewrite), every unqualified name resolves upstream (search_path public,
+// pg_catalog implicitly first) to what resolve assumed, and no check
+// depends on a constant's value (current_setting's name is checked).
+func (a *Analyzer) verbatim(n *pg_query.Node, refs []*relRef) bool {
+	if a.opts.CatalogRelations == nil {
+		return false
+	}
+	for _, r := range refs {
+		if r.class == relCTE {
+			continue
+		}
+		if r.schema == "pg_catalog" && a.masks[r.name] != nil {
+			return false
+		}
+		if r.rv.Schemaname != "" {
+			continue
+		}
+		if inCatalog := a.opts.CatalogRelations[r.name]; inCatalog != (r.schema == "pg_catalog") {
+			return false
+		}
+	}
+	ok := true
+	walk(n.ProtoReflect(), func(m protoreflect.Message) bool {
+		if fc, isCall := m.Interface().(*pg_query.FuncCall); isCall {
+			if name := fc.Funcname[len(fc.Funcname)-1].GetString_().GetSval(); name == "current_setting" {
+				ok = false
+			}
+		}
+		return ok
+	})
+	return ok
 }
 
 func hasPrivate(refs []*relRef) bool {

@@ -52,6 +52,13 @@ type Statement struct {
 	// DropsPrepared is set on DISCARD ALL, which also drops every
 	// prepared statement of the session.
 	DropsPrepared bool
+	// Verbatim is set on a pass-through SELECT whose SQL is the client's
+	// own text: it needed no rewriting (no masked catalog), every name in
+	// it resolves upstream to the relation checked here, and no check
+	// read the value of a constant. Any other statement with the same
+	// tokens but other constants is therefore allowed too, and is sent as
+	// written (the proxy's shape cache relies on this).
+	Verbatim bool
 }
 
 // Setting is a dp.* session setting.

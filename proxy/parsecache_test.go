@@ -1,0 +1,107 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/rewrite"
+)
+
+// TestShapeCache: a pass-through SELECT that is sent as written is reused
+// for the same tokens with other constants, and sent with the new text;
+// nothing whose checks read a constant, nothing masked and nothing private
+// is ever answered from a shape.
+func TestShapeCache(t *testing.T) {
+	srv := benchServer(t)
+	first, err := srv.analyze("SELECT abalance FROM pgbench_accounts WHERE aid = 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first[0].Verbatim || first[0].SQL != "SELECT abalance FROM pgbench_accounts WHERE aid = 1" {
+		t.Fatalf("simple public query: Verbatim=%v SQL=%q, want the text as written", first[0].Verbatim, first[0].SQL)
+	}
+	const second = "SELECT abalance FROM pgbench_accounts WHERE aid = 4711"
+	got, err := srv.analyze(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].SQL != second {
+		t.Errorf("shape hit sends %q, want the new text %q", got[0].SQL, second)
+	}
+	if srv.shapes.Len() != 1 {
+		t.Errorf("shape cache holds %d entries, want 1", srv.shapes.Len())
+	}
+
+	// A check that reads a constant: an allowed setting must not make a
+	// refused one allowed.
+	if _, err := srv.analyze("SELECT current_setting('server_version')"); err != nil {
+		t.Fatalf("readable setting refused: %v", err)
+	}
+	if _, err := srv.analyze("SELECT current_setting('data_directory')"); err == nil {
+		t.Errorf("current_setting('data_directory') accepted after current_setting('server_version'): the shape cache reused a check that reads a constant")
+	}
+
+	// Masked catalogs are always rewritten.
+	for _, q := range []string{"SELECT reltuples FROM pg_class WHERE relname = 'a'", "SELECT reltuples FROM pg_class WHERE relname = 'b'"} {
+		st, err := srv.analyze(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st[0].Verbatim || !strings.Contains(st[0].SQL, "-1") {
+			t.Errorf("%s: sent as %q, want the masked rewrite", q, st[0].SQL)
+		}
+	}
+
+	// An unqualified pg_ name the upstream's catalog lacks would resolve
+	// to public upstream: never sent as written.
+	if st, err := srv.analyze("SELECT 1 FROM pg_made_up WHERE 1 = 2"); err == nil && st[0].Verbatim {
+		t.Errorf("pg_made_up (not in pg_catalog) sent as written: %q", st[0].SQL)
+	}
+
+	// Private queries are never shape-cached: constants are part of the
+	// question (the answer cache keys on them).
+	a, err := srv.analyze("SELECT count(*) FROM events WHERE val > 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := srv.analyze("SELECT count(*) FROM events WHERE val > 2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a[0].Kind != rewrite.KindPrivate || a[0].Key == b[0].Key {
+		t.Errorf("two private questions share a key: %q", a[0].Key)
+	}
+
+	// A refusal is never cached under the shape of an allowed statement.
+	if _, err := srv.analyze("SELECT abalance FROM pgbench_accounts WHERE aid = 1; DELETE FROM events"); err == nil {
+		t.Errorf("multi-statement with a DELETE accepted")
+	}
+}
+
+func TestQueryShape(t *testing.T) {
+	same := [][2]string{
+		{"SELECT a FROM t WHERE b = 1", "SELECT a FROM t WHERE b = 99999"},
+		{"SELECT a FROM t WHERE b = 'x'", "SELECT a  FROM t WHERE b = 'it''s'"},
+	}
+	for _, p := range same {
+		a, _ := queryShape(p[0])
+		b, _ := queryShape(p[1])
+		if a != b {
+			t.Errorf("queryShape(%q) != queryShape(%q)", p[0], p[1])
+		}
+	}
+	differ := [][2]string{
+		{"SELECT a FROM t WHERE b = 1", "SELECT a FROM t WHERE b = '1'"},
+		{"SELECT a FROM t WHERE b = 1", "SELECT a FROM t WHERE b = $1"},
+		{"SELECT a FROM t", "SELECT a FROM u"},
+		{"SELECT a FROM t", `SELECT a FROM "T"`},
+		{"SELECT 1", "SELECT 1; SELECT 2"},
+	}
+	for _, p := range differ {
+		a, _ := queryShape(p[0])
+		b, _ := queryShape(p[1])
+		if a == b {
+			t.Errorf("queryShape(%q) == queryShape(%q)", p[0], p[1])
+		}
+	}
+}
