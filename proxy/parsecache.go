@@ -1,11 +1,10 @@
 package proxy
 
 import (
-	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	lru "github.com/hashicorp/golang-lru/v2"
-	pg_query "github.com/pganalyze/pg_query_go/v5"
 
 	"github.com/dpproxy/dpproxy/rewrite"
 )
@@ -87,28 +86,80 @@ func (s *Server) analyze(sql string) ([]*rewrite.Statement, error) {
 // SELECT marked Verbatim was allowed without reading any constant's value
 // and is sent upstream as written, so every text with the same tokens but
 // other constants gets the same answer from the analyzer: the shape cache
-// keys statements by their token stream with constants' values blanked.
+// keys statements by their text with constants' values blanked.
 
-// queryShape is sql's token stream with the values of constants left out.
-// It reports false when sql does not scan.
+// queryShape is sql with the values of its plain string and integer
+// constants blanked, or false when sql holds anything the shape cache does
+// not handle. It is deliberately narrow, so that its idea of where a
+// constant starts and ends is PostgreSQL's: it gives up on comments,
+// dollar signs (dollar quoting, parameters), backslashes, prefixed strings
+// (E'x', B'1', X'1F', U&'x', N'x'), quoted identifiers containing quotes,
+// integers next to letters, digits' separators or dots (floats, 1e5,
+// 0x1F, 1_000) and integers of ten digits or more (PostgreSQL lexes those
+// as numeric). standard_conforming_strings is always on upstream (the
+// rewrite refuses to change it), so a doubled quote is the only escape
+// in a string.
+// Two texts with the same shape therefore differ only in the values of
+// tokens of the same kinds.
 func queryShape(sql string) (string, bool) {
-	res, err := pg_query.Scan(sql)
-	if err != nil {
-		return "", false
+	if !utf8.ValidString(sql) {
+		return "", false // the analyzer refuses it
 	}
 	var b strings.Builder
 	b.Grow(len(sql))
-	for _, t := range res.Tokens {
-		switch t.Token {
-		case pg_query.Token_SCONST, pg_query.Token_USCONST, pg_query.Token_ICONST, pg_query.Token_FCONST,
-			pg_query.Token_BCONST, pg_query.Token_XCONST:
-			fmt.Fprintf(&b, "\x00#%d\x00", t.Token)
-		default:
-			if t.Start < 0 || t.End > int32(len(sql)) || t.Start > t.End {
+	isIdent := func(c byte) bool {
+		return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
+	}
+	for i := 0; i < len(sql); {
+		c := sql[i]
+		switch {
+		case c == '$' || c == '\\':
+			return "", false
+		case c == '-' && i+1 < len(sql) && sql[i+1] == '-', c == '/' && i+1 < len(sql) && sql[i+1] == '*':
+			return "", false
+		case c == '"':
+			// A quoted identifier, kept as written.
+			j := strings.IndexByte(sql[i+1:], '"')
+			if j < 0 {
 				return "", false
 			}
-			b.WriteString(sql[t.Start:t.End])
-			b.WriteByte(0)
+			b.WriteString(sql[i : i+j+2])
+			i += j + 2
+			if i < len(sql) && sql[i] == '"' {
+				return "", false // "" inside an identifier
+			}
+		case c == '\'':
+			if i > 0 && (isIdent(sql[i-1]) || sql[i-1] == '&') {
+				return "", false // E'', B'', X'', N'', U&'' or an identifier touching a string
+			}
+			j := i + 1
+			for {
+				k := strings.IndexByte(sql[j:], '\'')
+				if k < 0 {
+					return "", false
+				}
+				j += k + 1
+				if j < len(sql) && sql[j] == '\'' {
+					j++ // '' inside the string
+					continue
+				}
+				break
+			}
+			b.WriteString("\x00S\x00")
+			i = j
+		case c >= '0' && c <= '9' && (i == 0 || !isIdent(sql[i-1]) && sql[i-1] != '.'):
+			j := i
+			for j < len(sql) && sql[j] >= '0' && sql[j] <= '9' {
+				j++
+			}
+			if j-i >= 10 || j < len(sql) && (isIdent(sql[j]) || sql[j] == '.') {
+				return "", false
+			}
+			b.WriteString("\x00I\x00")
+			i = j
+		default:
+			b.WriteByte(c)
+			i++
 		}
 	}
 	return b.String(), true

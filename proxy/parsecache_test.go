@@ -81,7 +81,19 @@ func TestShapeCache(t *testing.T) {
 func TestQueryShape(t *testing.T) {
 	same := [][2]string{
 		{"SELECT a FROM t WHERE b = 1", "SELECT a FROM t WHERE b = 99999"},
-		{"SELECT a FROM t WHERE b = 'x'", "SELECT a  FROM t WHERE b = 'it''s'"},
+		{"SELECT a FROM t WHERE b = 'x'", "SELECT a FROM t WHERE b = 'it''s'"},
+		{`SELECT "T"."a" FROM "T" WHERE b = 7`, `SELECT "T"."a" FROM "T" WHERE b = 8`},
+	}
+	// Texts the shape cache must not handle at all: their constants are
+	// not plainly delimited, so they are always analysed in full.
+	for _, q := range []string{
+		"SELECT 1 -- comment", "SELECT /* c */ 1", "SELECT $1", "SELECT $$a$$", `SELECT E'a\'b'`,
+		"SELECT B'101'", "SELECT X'1F'", `SELECT U&'d\0061t'`, "SELECT N'x'", "SELECT 1.5", "SELECT 1e5",
+		"SELECT 0x1F", "SELECT 1_000", "SELECT 12345678901", `SELECT "a""b"`, "SELECT 'unterminated",
+	} {
+		if k, ok := queryShape(q); ok {
+			t.Errorf("queryShape(%q) = %q, want no shape", q, k)
+		}
 	}
 	for _, p := range same {
 		a, _ := queryShape(p[0])
@@ -91,6 +103,9 @@ func TestQueryShape(t *testing.T) {
 		}
 	}
 	differ := [][2]string{
+		{"SELECT 'a'''", "SELECT 'a', ''"},
+		{"SELECT t1", "SELECT t2"},
+		{"SELECT a FROM t WHERE b = 1", "SELECT a FROM t WHERE b = -1"},
 		{"SELECT a FROM t WHERE b = 1", "SELECT a FROM t WHERE b = '1'"},
 		{"SELECT a FROM t WHERE b = 1", "SELECT a FROM t WHERE b = $1"},
 		{"SELECT a FROM t", "SELECT a FROM u"},
@@ -104,4 +119,40 @@ func TestQueryShape(t *testing.T) {
 			t.Errorf("queryShape(%q) == queryShape(%q)", p[0], p[1])
 		}
 	}
+}
+
+// FuzzShapeCache checks the shape cache's premise: when two texts have the
+// same shape and one is a Verbatim pass-through statement, analysing the
+// other in full reaches the same decision (allowed, sent as written). If it
+// did not, the cache would answer a statement the analyzer refuses.
+func FuzzShapeCache(f *testing.F) {
+	for _, p := range [][2]string{
+		{"SELECT abalance FROM pgbench_accounts WHERE aid = 1", "SELECT abalance FROM pgbench_accounts WHERE aid = 2"},
+		{"SELECT current_setting('server_version')", "SELECT current_setting('data_directory')"},
+		{"SELECT 'a' FROM pgbench_accounts", "SELECT 'x''; DELETE FROM events; --' FROM pgbench_accounts"},
+		{"SELECT relname FROM pg_class WHERE relname = 'a'", "SELECT relname FROM pg_class WHERE relname = 'b'"},
+		{"SELECT 1 LIMIT 1", "SELECT 1 LIMIT 2"},
+		{"SELECT typname FROM pg_type WHERE oid = 25", "SELECT typname FROM pg_type WHERE oid = 999999999"},
+	} {
+		f.Add(p[0], p[1])
+	}
+	srv := benchServer(f)
+	f.Fuzz(func(t *testing.T, a, b string) {
+		sa, oka := queryShape(a)
+		sb, okb := queryShape(b)
+		if !oka || !okb || sa != sb {
+			return
+		}
+		first, err := srv.analyzer.Analyze(a)
+		if err != nil || len(first) != 1 || !first[0].Verbatim {
+			return
+		}
+		second, err := srv.analyzer.Analyze(b)
+		if err != nil {
+			t.Fatalf("%q is Verbatim, %q has the same shape but is refused: %v", a, b, err)
+		}
+		if len(second) != 1 || !second[0].Verbatim || second[0].Kind != first[0].Kind {
+			t.Fatalf("%q is Verbatim, %q has the same shape but is analysed differently", a, b)
+		}
+	})
 }
