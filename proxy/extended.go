@@ -231,21 +231,9 @@ func (ss *session) executePortal(ctx context.Context, m *pgproto3.Execute) error
 func (ss *session) executeUpstream(ctx context.Context, pt *portal) error {
 	defer upstreamTimer(ctx)()
 	rr := ss.upstream.Conn().PgConn().ExecPrepared(ctx, pt.ps.upstream, pt.params.values, pt.params.formats, pt.resultFormats)
-	n := 0
-	for rr.NextRow() {
-		ss.send(&pgproto3.DataRow{Values: rr.Values()})
-		if n++; n%1024 == 0 {
-			if err := ss.flush(); err != nil {
-				ss.abandonUpstream()
-				return err
-			}
-		}
-	}
-	tag, err := rr.Close()
-	if err != nil {
+	if err := ss.relayRows(rr); err != nil {
 		return err
 	}
-	ss.send(&pgproto3.CommandComplete{CommandTag: []byte(tag.String())})
 	ss.sendParameterChanges(false)
 	return nil
 }

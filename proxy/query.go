@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -173,26 +174,43 @@ func (ss *session) passThrough(ctx context.Context, st *rewrite.Statement) error
 		if fds := rr.FieldDescriptions(); len(fds) > 0 {
 			ss.send(rowDescription(fds))
 		}
-		n := 0
-		for rr.NextRow() {
-			ss.send(&pgproto3.DataRow{Values: rr.Values()})
-			if n++; n%1024 == 0 {
-				if err := ss.flush(); err != nil {
-					ss.abandonUpstream()
-					return err
-				}
+		if err := ss.relayRows(rr); err != nil {
+			if !errors.Is(err, errClientGone) {
+				mrr.Close()
 			}
-		}
-		tag, err := rr.Close()
-		if err != nil {
-			mrr.Close()
 			return err
 		}
-		ss.send(&pgproto3.CommandComplete{CommandTag: []byte(tag.String())})
 	}
 	err := mrr.Close()
 	ss.sendParameterChanges(false)
 	return err
+}
+
+// errClientGone wraps a failed write to the client while relaying rows; the
+// upstream connection has been abandoned by then.
+var errClientGone = errors.New("client write failed")
+
+// relayRows sends an upstream result's rows and its CommandComplete to the
+// client as they arrive, flushing every 1024 rows so that a large result
+// never sits in memory. If the client cannot keep up (a failed or timed-out
+// write), the upstream connection is abandoned rather than drained.
+func (ss *session) relayRows(rr *pgconn.ResultReader) error {
+	n := 0
+	for rr.NextRow() {
+		ss.send(&pgproto3.DataRow{Values: rr.Values()})
+		if n++; n%1024 == 0 {
+			if err := ss.flush(); err != nil {
+				ss.abandonUpstream()
+				return fmt.Errorf("%w: %w", errClientGone, err)
+			}
+		}
+	}
+	tag, err := rr.Close()
+	if err != nil {
+		return err
+	}
+	ss.send(&pgproto3.CommandComplete{CommandTag: []byte(tag.String())})
+	return nil
 }
 
 func rowDescription(fds []pgconn.FieldDescription) *pgproto3.RowDescription {
