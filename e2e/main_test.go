@@ -52,7 +52,10 @@ privacy:
   max_epsilon_per_query: 5.0
   delta: 1.0e-7
   mechanism: laplace
-tables:
+` + shopTables
+
+// shopTables configures the demo dataset's tables as most tests use them.
+const shopTables = `tables:
   public.orders:
     privacy_unit: customer_id
     max_groups_per_unit: 4

@@ -27,23 +27,7 @@ privacy:
   max_epsilon_per_query: 10.0
   delta: 1.0e-7
   mechanism: laplace
-tables:
-  public.orders:
-    privacy_unit: customer_id
-    max_groups_per_unit: 4
-    max_rows_per_unit: 8
-    columns:
-      amount:   {lower: 0, upper: 500}
-      quantity: {lower: 1, upper: 4}
-      region:   {public_values: [north, south, east, west]}
-  public.customers:
-    privacy_unit: customer_id
-    max_groups_per_unit: 1
-    max_rows_per_unit: 1
-    columns:
-      age: {lower: 18, upper: 100}
-  public.products: {public: true}
-`
+` + shopTables
 
 const tail = 13.82 // ln(1e6)
 
