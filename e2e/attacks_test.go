@@ -574,18 +574,7 @@ func TestAttackMaxConnections(t *testing.T) {
 	_, err := dialAt(addr, "mallory_conns", "pw")
 	checkCode(t, "third connection", err, "53300")
 	c1.Close(ctx)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		c, err := dialAt(addr, "mallory_conns", "pw")
-		if err == nil {
-			c.Close(ctx)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no slot after a client left: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, 5*time.Second, "no slot after a client left", dialsOK(addr, "mallory_conns", "pw"))
 }
 
 // TestAttackMaxQueryLength: a query longer than max_query_length is refused
@@ -679,18 +668,7 @@ func TestAttackSlowReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Never read again. The only slot must free up.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		conn, err := dialAt(addr, "mallory_slow", "")
-		if err == nil {
-			conn.Close(ctx)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the slow reader still holds the only connection slot: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually(t, 10*time.Second, "the slow reader still holds the only connection slot", dialsOK(addr, "mallory_slow", ""))
 }
 
 // wireFuzz is the proxy FuzzWire drives, started once per process.

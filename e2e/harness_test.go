@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -71,4 +72,32 @@ func dialAt(addr, user, password string) (*pgx.Conn, error) {
 	}
 	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 	return pgx.ConnectConfig(ctx, cc)
+}
+
+// eventually calls try until it returns nil, failing the test with what
+// and try's last error if that takes longer than within.
+func eventually(t *testing.T, within time.Duration, what string, try func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := try()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// dialsOK is a try for eventually: a connection is accepted (and closed).
+func dialsOK(addr, user, password string) func() error {
+	return func() error {
+		c, err := dialAt(addr, user, password)
+		if err == nil {
+			c.Close(ctx)
+		}
+		return err
+	}
 }

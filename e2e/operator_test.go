@@ -433,17 +433,12 @@ func TestMetricsAreScrapedOverHTTP(t *testing.T) {
 	}
 
 	conn.Close(ctx)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		v, _ := metricValue(scrape(t, metricsURL), "dpproxy_connections_active")
-		if v == 0 {
-			break
+	eventually(t, 5*time.Second, "after the client left", func() error {
+		if v, _ := metricValue(scrape(t, metricsURL), "dpproxy_connections_active"); v != 0 {
+			return fmt.Errorf("dpproxy_connections_active = %v", v)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dpproxy_connections_active = %v after the client left", v)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // syncBuffer is a bytes.Buffer safe for the proxy's goroutines.

@@ -25,19 +25,21 @@ DP_SQL = (
 
 def main():
     driver = sys.argv[1]
+    # The same connection settings for both drivers (libpq keywords).
+    connect_args = dict(
+        host=os.environ["DPPROXY_HOST"],
+        port=os.environ["DPPROXY_PORT"],
+        user=os.environ["DPPROXY_USER"],
+        password=os.environ["DPPROXY_PASSWORD"],
+        dbname=os.environ["DPPROXY_DB"],
+        sslmode="disable",
+        application_name="matrix-" + driver,
+    )
     if driver == "psycopg2":
         import psycopg2 as db
 
         version = db.__version__
-        conn = db.connect(
-            host=os.environ["DPPROXY_HOST"],
-            port=os.environ["DPPROXY_PORT"],
-            user=os.environ["DPPROXY_USER"],
-            password=os.environ["DPPROXY_PASSWORD"],
-            dbname=os.environ["DPPROXY_DB"],
-            sslmode="disable",
-            application_name="matrix-" + driver,
-        )
+        conn = db.connect(**connect_args)
 
         def sqlstate(e):
             return e.pgcode
@@ -49,15 +51,7 @@ def main():
         import psycopg as db
 
         version = db.__version__
-        conn = db.connect(
-            host=os.environ["DPPROXY_HOST"],
-            port=os.environ["DPPROXY_PORT"],
-            user=os.environ["DPPROXY_USER"],
-            password=os.environ["DPPROXY_PASSWORD"],
-            dbname=os.environ["DPPROXY_DB"],
-            sslmode="disable",
-            application_name="matrix-" + driver,
-        )
+        conn = db.connect(**connect_args)
 
         def sqlstate(e):
             return e.sqlstate
