@@ -98,12 +98,15 @@ func (s *Server) analyze(sql string) ([]*rewrite.Statement, error) {
 // 0x1F, 1_000) and integers of ten digits or more (PostgreSQL lexes those
 // as numeric). standard_conforming_strings is always on upstream (the
 // rewrite refuses to change it), so a doubled quote is the only escape
-// in a string.
+// in a string. Texts holding a NUL are not handled.
 // Two texts with the same shape therefore differ only in the values of
 // tokens of the same kinds.
 func queryShape(sql string) (string, bool) {
-	if !utf8.ValidString(sql) {
-		return "", false // the analyzer refuses it
+	if !utf8.ValidString(sql) || strings.IndexByte(sql, 0) >= 0 {
+		// The analyzer refuses both: invalid UTF-8, and a NUL, which ends
+		// the text for PostgreSQL's C parser. A NUL would also collide
+		// with the blanked constants written below.
+		return "", false
 	}
 	var b strings.Builder
 	b.Grow(len(sql))

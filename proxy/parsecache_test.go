@@ -90,6 +90,10 @@ func TestQueryShape(t *testing.T) {
 		"SELECT 1 -- comment", "SELECT /* c */ 1", "SELECT $1", "SELECT $$a$$", `SELECT E'a\'b'`,
 		"SELECT B'101'", "SELECT X'1F'", `SELECT U&'d\0061t'`, "SELECT N'x'", "SELECT 1.5", "SELECT 1e5",
 		"SELECT 0x1F", "SELECT 1_000", "SELECT 12345678901", `SELECT "a""b"`, "SELECT 'unterminated",
+		// A NUL ends the text for PostgreSQL's parser (a C string), so the
+		// analyzer refuses it; it must never share a shape with a text
+		// without one (and the blanked constants are written with NULs).
+		"SELECT '\x00' FROM t", "SELECT \x00S\x00 FROM t", "SELECT 1\x00",
 	} {
 		if k, ok := queryShape(q); ok {
 			t.Errorf("queryShape(%q) = %q, want no shape", q, k)
