@@ -106,7 +106,7 @@ func measureDPCost(ctx context.Context, e *benchEnv, o options) (*dpResult, erro
 		return nil, err
 	}
 	defer tx.Rollback(ctx)
-	prows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+res.rewrite, "0123456789abcdef0123456789abcdef")
+	prows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+res.rewrite, int64(0x0123456789abcdef))
 	if err != nil {
 		return nil, fmt.Errorf("explain analyze: %w", err)
 	}

@@ -611,6 +611,21 @@ func TestAttackIdleTimeout(t *testing.T) {
 	}
 }
 
+// TestIdleTimeoutSparesActiveSessions: the idle clock restarts with every
+// message (its deadline moves lazily, see proxy.armIdle), so a session
+// that never waits idle_timeout outlives it many times over.
+func TestIdleTimeoutSparesActiveSessions(t *testing.T) {
+	addr := startLimited(t, "mallory_busy", "scram-sha-256", "  idle_timeout: 300ms\n")
+	conn := connectAt(t, addr, "mallory_busy", "pw", pgx.QueryExecModeSimpleProtocol)
+	for i := range 12 {
+		var one int
+		if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+			t.Fatalf("query %d, %v into the session: %v", i, time.Duration(i)*150*time.Millisecond, err)
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+}
+
 // TestAttackAuthTimeout: connections that never finish startup (silent, or
 // a startup packet cut short) are closed after auth_timeout.
 func TestAttackAuthTimeout(t *testing.T) {

@@ -403,7 +403,7 @@ func TestSumNearFloatPrecision(t *testing.T) {
 			t.Fatalf("unexpected plan %+v", plan)
 		}
 		agg := plan.Aggregates[0]
-		rows, err := db.Query(ctx, plan.SQL, pgx.QueryExecModeExec, "0123456789abcdef0123456789abcdef")
+		rows, err := db.Query(ctx, plan.SQL, pgx.QueryExecModeExec, int64(0x0123456789abcdef))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -198,7 +198,7 @@ func TestExplainDPShowsEveryColumnAndChargesNothing(t *testing.T) {
 		fmt.Sprintf("Column avg (avg, centred sum part): laplace, sensitivity L0=4 L∞=2000, ε=%s", sixth),
 		"Column avg: released as the middle of the bounds plus noisy centred sum / noisy count, clamped to [0, 500]",
 		"Budget left after this query: ε=9 δ=0.00001 (now ε=10 δ=0.00001)",
-		"Rewritten SQL ($1 is a fresh secret salt per execution):",
+		"Rewritten SQL ($1 is a fresh secret seed per execution):",
 		"dp_per_unit",
 	}
 	for _, w := range want {
@@ -534,6 +534,20 @@ func TestLogsOneLinePerQueryWithoutSecrets(t *testing.T) {
 		}
 		if m["outcome"] != wantOutcome {
 			t.Errorf("line %d (%s): outcome %v, want %s", i, queries[i].sql, m["outcome"], wantOutcome)
+		}
+		// Answered pass-through statements log at debug (like
+		// PostgreSQL's log_statement = none, they would otherwise cost a
+		// write per query); private answers at info, refusals and
+		// failures at warn.
+		wantLevel := "INFO"
+		switch {
+		case wantOutcome != "answered":
+			wantLevel = "WARN"
+		case m["kind"] == "passthrough":
+			wantLevel = "DEBUG"
+		}
+		if m["level"] != wantLevel {
+			t.Errorf("line %d (%s): level %v, want %s", i, queries[i].sql, m["level"], wantLevel)
 		}
 	}
 	if lines[0]["epsilon"] != 1.0 || lines[0]["fingerprint"] == "" {

@@ -109,7 +109,7 @@ func (ss *session) explainDP(ctx context.Context, st *rewrite.Statement, paramOI
 		add("Post-processing over the noisy rows dp(dp_c0, ...): SELECT %s%s%s", pp.Targets,
 			map[bool]string{true: " WHERE " + pp.Where}[pp.Where != ""], map[bool]string{true: " ORDER BY " + pp.OrderBy}[pp.OrderBy != ""])
 	}
-	add("Rewritten SQL ($%d is a fresh secret salt per execution):", plan.NumParams+1)
+	add("Rewritten SQL ($%d is a fresh secret seed per execution):", plan.NumParams+1)
 	lines = append(lines, strings.Split(plan.SQL, "\n")...)
 	rows := make([][]string, len(lines))
 	for i, l := range lines {

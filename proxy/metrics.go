@@ -221,6 +221,22 @@ func (ss *session) finish(q *queryObs, kind, fingerprint string, err error) {
 		m.duration.WithLabelValues(kind, partLedger).Observe(q.ledger.Seconds())
 	}
 
+	level := slog.LevelInfo
+	switch {
+	case code == codeInternal:
+		level = slog.LevelError
+	case outcome != outcomeAnswered:
+		level = slog.LevelWarn
+	case kind == "passthrough" || kind == "empty" || kind == "deallocate":
+		// Statements that read nothing private and charge nothing: as
+		// with PostgreSQL's log_statement = none, a line each would be a
+		// write per query on the hot path. The metrics count them.
+		level = slog.LevelDebug
+	}
+	ctx := context.Background()
+	if !ss.log.Enabled(ctx, level) {
+		return
+	}
 	attrs := []slog.Attr{
 		slog.String("analyst", ss.analyst()), slog.String("kind", kind), slog.String("fingerprint", fingerprint),
 		slog.String("outcome", outcome),
@@ -236,14 +252,7 @@ func (ss *session) finish(q *queryObs, kind, fingerprint string, err error) {
 	}
 	attrs = append(attrs, slog.Duration("duration", total), slog.Duration("upstream", q.upstream),
 		slog.Duration("ledger", q.ledger), slog.Duration("proxy", proxyTime))
-	level := slog.LevelInfo
-	switch {
-	case code == codeInternal:
-		level = slog.LevelError
-	case outcome != outcomeAnswered:
-		level = slog.LevelWarn
-	}
-	ss.log.LogAttrs(context.Background(), level, "query", attrs...)
+	ss.log.LogAttrs(ctx, level, "query", attrs...)
 }
 
 func (ss *session) analyst() string {

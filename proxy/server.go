@@ -15,6 +15,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dpproxy/dpproxy/budget"
@@ -138,6 +139,14 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 	if rp["application_name"] == "" {
 		rp["application_name"] = "dpproxy"
 	}
+	// Sessions talk to their upstream connection through pgconn only
+	// (prepared statements are named and tracked by the session), so
+	// pgx's per-connection statement and description caches would only
+	// cost memory: about 50 KiB per connection, preallocated, which is
+	// most of an idle session's footprint.
+	pcfg.ConnConfig.StatementCacheCapacity = 0
+	pcfg.ConnConfig.DescriptionCacheCapacity = 0
+	pcfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	pcfg.MaxConns = int32(min(s.lim.cfg.MaxConnections, 1<<20))
 	pcfg.MinConns = 0
 	pcfg.ConnConfig.OnNotice = s.routeNotice

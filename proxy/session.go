@@ -58,6 +58,9 @@ type session struct {
 
 	// idleSince is when the session last began to wait for a message.
 	idleSince time.Time
+	// readDeadline and writeDeadline are the client connection's
+	// deadlines as last set by armIdle and armWrite (zero: to be set).
+	readDeadline, writeDeadline time.Time
 
 	// mu guards shutdown and inQuery, read by Server.Shutdown.
 	mu       sync.Mutex
@@ -195,6 +198,7 @@ func (ss *session) startup() error {
 				return err
 			}
 			ss.client.SetDeadline(time.Time{})
+			ss.readDeadline, ss.writeDeadline = time.Time{}, time.Time{}
 			return nil
 		default:
 			ss.send(fatalResponse(codeProtocol, "expected a startup message"))

@@ -83,7 +83,7 @@ const (
 	AggAvg
 	// AggCountDistinct is COUNT(DISTINCT col) for a column other than the
 	// privacy unit: each unit keeps at most MaxDistinct of its distinct
-	// values per group (chosen by a salted hash), so one unit moves the
+	// values per group (chosen by a seeded hash), so one unit moves the
 	// count by at most MaxDistinct (CountCol).
 	AggCountDistinct
 	// AggVariance is VARIANCE/VAR_SAMP/VAR_POP/STDDEV/STDDEV_SAMP/STDDEV_POP
@@ -159,8 +159,8 @@ type Plan struct {
 	// SQL is the rewritten query. It reads the private table only through
 	// per-unit pre-aggregation, clamping and contribution bounding. It takes
 	// the client's parameters $1..$NumParams unchanged and one more,
-	// $(NumParams+1) of type text: a fresh secret salt per execution that
-	// keys the hash deciding which groups each unit keeps.
+	// $(NumParams+1) of type bigint: a fresh secret seed per execution
+	// that keys the hash deciding which groups each unit keeps.
 	SQL string
 	// NumParams is the number of client parameters ($n) of the original.
 	NumParams int

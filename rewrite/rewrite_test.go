@@ -351,7 +351,7 @@ func TestDesignExamplePlan(t *testing.T) {
 	}
 	for _, frag := range []string{
 		"least(greatest((amount)::numeric, 0), 500)",
-		"md5(concat_ws('|', $1::text, dp_u, g0))",
+		"ORDER BY hashtextextended(concat_ws('|', dp_u, g0), $1::bigint), g0)",
 		"WHERE dp_rank <= 4",
 		"(region)::text IN ('north', 'south', 'east', 'west')",
 		"sum(least(dp_n, 8))",
