@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The harness itself runs only as `go run ./bench`; these tests keep its
@@ -79,5 +80,39 @@ func TestRatioMedianIsPerRound(t *testing.T) {
 	// Per-round ratios 0.9, 0.5, 0.967: median 0.9 (not 100/200 = 0.5).
 	if got := ratioMedian(x, d); math.Abs(got-0.9) > 1e-9 {
 		t.Errorf("ratioMedian = %v, want 0.9", got)
+	}
+}
+
+func TestParsePprofTop(t *testing.T) {
+	out := `File: dpproxy
+Type: cpu
+Duration: 6.02s, Total samples = 1.50s (24.92%)
+Showing nodes accounting for 1.50s, 100% of 1.50s total
+      flat  flat%   sum%        cum   cum%
+     0.60s 40.00% 40.00%      0.60s 40.00%  internal/runtime/syscall/linux.Syscall6
+     300ms 20.00% 60.00%      0.30s 20.00%  runtime.findRunnable
+     0.15s 10.00% 70.00%      0.15s 10.00%  runtime.mallocgc
+     0.15s 10.00% 80.00%      0.15s 10.00%  github.com/jackc/pgx/v5/pgproto3.(*DataRow).Decode (inline)
+     0.20s 13.33% 93.33%      0.90s 60.00%  github.com/dpproxy/dpproxy/proxy.(*session).simpleQuery
+     0.10s  6.67%   100%      0.10s  6.67%  log/slog.(*Logger).logAttrs
+`
+	p, err := parsePprofTop(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.total != 1500*time.Millisecond || p.wall != 6020*time.Millisecond {
+		t.Errorf("total %v over %v, want 1.5s over 6.02s", p.total, p.wall)
+	}
+	want := []time.Duration{600, 300, 150, 150, 200, 100}
+	for i, b := range p.buckets {
+		if b.flat != want[i]*time.Millisecond {
+			t.Errorf("bucket %q = %v, want %v", b.name, b.flat, want[i]*time.Millisecond)
+		}
+	}
+	if len(p.top) != 6 || p.top[0].name != "internal/runtime/syscall/linux.Syscall6" || p.top[2].name != "github.com/dpproxy/dpproxy/proxy.(*session).simpleQuery" {
+		t.Errorf("top = %v", p.top)
+	}
+	if _, err := parsePprofTop("no profile here"); err == nil {
+		t.Error("output without a total was accepted")
 	}
 }

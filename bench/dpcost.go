@@ -9,11 +9,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// dpRow is one aggregate's three timings (medians over rounds, ms).
+// dpRow is one aggregate's timings (medians over rounds, ms).
 type dpRow struct {
-	agg                string
-	raw, preagg, dp    []float64
-	rawQ, preaggQ, dpQ string
+	agg                                 string
+	raw, preagg, clamped, rewritten, dp []float64
+	rawQ, preaggQ, clampedQ, dpQ        string // clampedQ is "" for COUNT
+	rewrittenQ                          string // the rewritten SQL (EXPLAIN DP), run directly with a seed
 }
 
 type dpResult struct {
@@ -45,12 +46,49 @@ func measureDPCost(ctx context.Context, e *benchEnv, o options) (*dpResult, erro
 	}
 
 	res := &dpResult{rows: o.rows, rounds: o.dpRounds}
-	preagg := `SELECT grp, count(*) AS units, sum(c) AS n, sum(s) AS total
-  FROM (SELECT unit_id, grp, count(*) AS c, sum(val) AS s FROM events GROUP BY unit_id, grp) AS per_unit
- GROUP BY grp`
-	for _, agg := range []struct{ name, expr string }{{"COUNT", "COUNT(*)"}, {"SUM", "SUM(val)"}, {"AVG", "AVG(val)"}} {
+	// The pre-aggregation baseline of each aggregate computes just what
+	// that aggregate needs per (unit, group): a count, a sum, or both. The
+	// clamped baseline adds the per-row clamp to the bounds, which any
+	// correct bounding of a sum must also do.
+	preagg := func(perUnit, outer string) string {
+		return fmt.Sprintf(`SELECT grp, count(*) AS units, %s
+  FROM (SELECT unit_id, grp, %s FROM events GROUP BY unit_id, grp) AS per_unit
+ GROUP BY grp`, outer, perUnit)
+	}
+	clamp := func(col string) string { return fmt.Sprintf("least(greatest(%s, 0), 100)", col) }
+	for _, agg := range []struct{ name, expr, col string }{
+		{"COUNT", "COUNT(*)", ""},
+		{"SUM (numeric column)", "SUM(val)", "val"}, {"AVG (numeric column)", "AVG(val)", "val"},
+		{"SUM (integer column)", "SUM(qty)", "qty"}, {"AVG (integer column)", "AVG(qty)", "qty"},
+	} {
 		q := fmt.Sprintf("SELECT grp, %s FROM events GROUP BY grp", agg.expr)
-		res.results = append(res.results, &dpRow{agg: agg.name, rawQ: q, preaggQ: preagg, dpQ: q})
+		r := &dpRow{agg: agg.name, rawQ: q, dpQ: q}
+		switch {
+		case agg.col == "":
+			r.preaggQ = preagg("count(*) AS c", "sum(c) AS n")
+		case strings.HasPrefix(agg.expr, "SUM"):
+			r.preaggQ = preagg("sum("+agg.col+") AS s", "sum(s) AS total")
+			r.clampedQ = preagg("sum("+clamp(agg.col)+") AS s", "sum(s) AS total")
+		default:
+			r.preaggQ = preagg("count(*) AS c, sum("+agg.col+") AS s", "sum(s) / sum(c) AS mean")
+			r.clampedQ = preagg("count(*) AS c, sum("+clamp(agg.col)+") AS s", "sum(s) / sum(c) AS mean")
+		}
+		res.results = append(res.results, r)
+	}
+	// The rewritten SQL of each, as EXPLAIN DP shows it, to time the
+	// database's share of the DP query apart from the proxy's.
+	for _, r := range res.results {
+		rows, err := proxy.Query(ctx, "EXPLAIN DP "+r.dpQ)
+		if err != nil {
+			return nil, err
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, err
+		}
+		if r.rewrittenQ = rewrittenSQL(lines); r.rewrittenQ == "" {
+			return nil, fmt.Errorf("EXPLAIN DP printed no rewritten SQL:\n%s", strings.Join(lines, "\n"))
+		}
 	}
 	// The proxy raises work_mem to 64MB inside each private query's
 	// transaction (proxy/limits.go); the baselines get the same.
@@ -68,6 +106,19 @@ func measureDPCost(ctx context.Context, e *benchEnv, o options) (*dpResult, erro
 			steps := []func() error{
 				func() error { d, err := timeQuery(ctx, direct, r.rawQ); r.raw = append(r.raw, d); return err },
 				func() error { d, err := timeQuery(ctx, direct, r.preaggQ); r.preagg = append(r.preagg, d); return err },
+				func() error {
+					d, err := timeQuery(ctx, direct, r.rewrittenQ, int64(round+1))
+					r.rewritten = append(r.rewritten, d)
+					return err
+				},
+				func() error {
+					if r.clampedQ == "" {
+						return nil
+					}
+					d, err := timeQuery(ctx, direct, r.clampedQ)
+					r.clamped = append(r.clamped, d)
+					return err
+				},
 				func() error {
 					// A new ε each time makes it a new question: the answer
 					// cache would otherwise answer without touching the database.
@@ -130,9 +181,9 @@ func rewrittenSQL(lines []string) string {
 }
 
 // timeQuery runs q, reads every row and returns the time in ms.
-func timeQuery(ctx context.Context, c *pgx.Conn, q string) (float64, error) {
+func timeQuery(ctx context.Context, c *pgx.Conn, q string, args ...any) (float64, error) {
 	t0 := time.Now()
-	rows, err := c.Query(ctx, q)
+	rows, err := c.Query(ctx, q, args...)
 	if err != nil {
 		return 0, err
 	}

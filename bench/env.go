@@ -47,6 +47,7 @@ type benchEnv struct {
 	dbURL    string // superuser, database bench
 	pgPort   int
 	proxy    *exec.Cmd
+	proxyBin string // the dpproxy binary built from this tree
 	proxyURL string // analyst bench through dpproxy
 	bouncer  *exec.Cmd
 	bncPort  int
@@ -137,7 +138,8 @@ func (e *benchEnv) load(ctx context.Context, o options) error {
 		fmt.Sprintf(`CREATE TABLE events AS
 		 SELECT CASE WHEN i %% 10 < 3 THEN i %% 20 ELSE 20 + (i::bigint * 7919) %% %d END::int AS unit_id,
 		        ((i * 31 + i / 7) %% 16)::int AS grp,
-		        ((i::bigint * 37) %% 1000)::numeric / 10 AS val
+		        ((i::bigint * 37) %% 1000)::numeric / 10 AS val,
+		        ((i::bigint * 53) %% 101)::int AS qty
 		   FROM generate_series(1, %d) AS i`, units, o.rows),
 		// A small table for the query mix, so that 64 clients run many
 		// fresh DP queries (each one a ledger transaction) per second.
@@ -175,6 +177,7 @@ tables:
     max_rows_per_unit: 8
     columns:
       val: {lower: 0, upper: 100}
+      qty: {lower: 0, upper: 100}
   public.mix_events:
     privacy_unit: unit_id
     max_groups_per_unit: 4
@@ -192,35 +195,46 @@ limits:
 
 // startProxy builds cmd/dpproxy and serves the bench configuration.
 func (e *benchEnv) startProxy(ctx context.Context) error {
-	bin := filepath.Join(e.dir, "dpproxy")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/dpproxy")
+	e.proxyBin = filepath.Join(e.dir, "dpproxy")
+	build := exec.CommandContext(ctx, "go", "build", "-o", e.proxyBin, "./cmd/dpproxy")
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
+	var err error
+	e.proxy, e.proxyURL, err = e.runProxy(ctx, "dpproxy")
+	return err
+}
+
+// runProxy starts another dpproxy process (files named after name) on a
+// free port with the bench configuration and extra serve flags, and
+// returns it with the analyst's URL once it answers.
+func (e *benchEnv) runProxy(ctx context.Context, name string, extra ...string) (*exec.Cmd, string, error) {
 	port, err := freePort()
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	cfgPath := filepath.Join(e.dir, "dpproxy.yaml")
+	cfgPath := filepath.Join(e.dir, name+".yaml")
 	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(proxyConfig, port, e.dbURL)), 0o600); err != nil {
-		return err
+		return nil, "", err
 	}
-	logf, err := os.Create(filepath.Join(e.dir, "dpproxy.log"))
+	logf, err := os.Create(filepath.Join(e.dir, name+".log"))
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	e.proxy = exec.Command(bin, "serve", "-config", cfgPath)
-	e.proxy.Stdout, e.proxy.Stderr = logf, logf
-	e.proxy.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := e.proxy.Start(); err != nil {
-		return err
+	cmd := exec.Command(e.proxyBin, append([]string{"serve", "-config", cfgPath}, extra...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
 	}
-	e.proxyURL = fmt.Sprintf("postgres://bench@127.0.0.1:%d/bench?sslmode=disable", port)
-	if err := waitConnect(ctx, e.proxyURL); err != nil {
+	url := fmt.Sprintf("postgres://bench@127.0.0.1:%d/bench?sslmode=disable", port)
+	if err := waitConnect(ctx, url); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
 		out, _ := os.ReadFile(logf.Name())
-		return fmt.Errorf("%w\n%s", err, out)
+		return nil, "", fmt.Errorf("%w\n%s", err, out)
 	}
-	return nil
+	return cmd, url, nil
 }
 
 // startBouncer runs pgbouncer in transaction pooling mode, as the postgres

@@ -64,7 +64,7 @@ func main() {
 	flag.StringVar(&modes, "modes", "simple,extended", "pgbench protocols (simple, extended, prepared; pgbouncer is skipped for prepared)")
 	flag.IntVar(&o.conns, "conns", 500, "idle connections held for the memory measurement")
 	flag.DurationVar(&o.mixDuration, "mix-duration", 15*time.Second, "length of the 64-client DP query mix (the issue asks for 60s)")
-	flag.IntVar(&o.dpRounds, "dp-rounds", 3, "interleaved rounds of the DP cost measurement")
+	flag.IntVar(&o.dpRounds, "dp-rounds", 5, "interleaved rounds of the DP cost measurement")
 	flag.IntVar(&o.accRuns, "accuracy-runs", 20000, "releases per accuracy cell")
 	flag.StringVar(&o.out, "out", "bench/RESULTS.md", "report to write")
 	flag.StringVar(&o.plot, "plot", "bench/accuracy.png", "accuracy plot to write")

@@ -61,12 +61,12 @@ func (s *Server) analyze(sql string) ([]*rewrite.Statement, error) {
 		if st, ok := s.shapes.Get(shape); ok {
 			// Same tokens as an analysed statement but for the values of
 			// its constants, which no check of a Verbatim statement reads:
-			// it is allowed too, and sent as written.
+			// it is allowed too, and sent as written. The text is not kept
+			// in the text cache: clients that fill in constants send each
+			// text once, and would flood it.
 			c := *st
 			c.SQL, c.Key = sql, sql
-			stmts := []*rewrite.Statement{&c}
-			s.parsed.Add(sql, stmts)
-			return stmts, nil
+			return []*rewrite.Statement{&c}, nil
 		}
 	}
 	stmts, err := s.analyzer.Analyze(sql)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -30,6 +31,18 @@ func TestShapeCache(t *testing.T) {
 	}
 	if srv.shapes.Len() != 1 {
 		t.Errorf("shape cache holds %d entries, want 1", srv.shapes.Len())
+	}
+	// Texts answered by their shape are not kept by text as well: a
+	// client filling in constants would otherwise flood the text cache
+	// with texts never seen again, evicting the analyses worth keeping.
+	before := srv.parsed.Len()
+	for i := range 100 {
+		if _, err := srv.analyze("SELECT abalance FROM pgbench_accounts WHERE aid = " + strconv.Itoa(1000+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := srv.parsed.Len(); n != before {
+		t.Errorf("text cache grew from %d to %d entries on shape hits", before, n)
 	}
 
 	// A check that reads a constant: an allowed setting must not make a
