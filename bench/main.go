@@ -59,7 +59,7 @@ func main() {
 	flag.IntVar(&o.rows, "rows", 1_000_000, "rows of the private table (10000000 for the 10M measurement)")
 	flag.IntVar(&o.scale, "scale", 10, "pgbench scale factor (100k accounts each)")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of one pgbench run")
-	flag.IntVar(&o.rounds, "rounds", 3, "interleaved rounds per measurement (medians are reported)")
+	flag.IntVar(&o.rounds, "rounds", 5, "interleaved rounds per measurement (medians are reported)")
 	flag.StringVar(&clients, "clients", "1,8,64", "pgbench client counts")
 	flag.StringVar(&modes, "modes", "simple,extended", "pgbench protocols (simple, extended, prepared; pgbouncer is skipped for prepared)")
 	flag.IntVar(&o.conns, "conns", 500, "idle connections held for the memory measurement")
