@@ -18,6 +18,7 @@ type dpRow struct {
 }
 
 type dpResult struct {
+	table   string
 	rows    int
 	rounds  int
 	results []*dpRow
@@ -25,7 +26,7 @@ type dpResult struct {
 	rewrite string // the rewritten SUM query
 }
 
-func measureDPCost(ctx context.Context, e *benchEnv, o options) (*dpResult, error) {
+func measureDPCost(ctx context.Context, e *benchEnv, table string, size, rounds int) (*dpResult, error) {
 	direct, err := pgx.Connect(ctx, e.directURL())
 	if err != nil {
 		return nil, err
@@ -45,15 +46,15 @@ func measureDPCost(ctx context.Context, e *benchEnv, o options) (*dpResult, erro
 		return nil, err
 	}
 
-	res := &dpResult{rows: o.rows, rounds: o.dpRounds}
+	res := &dpResult{rows: size, rounds: rounds, table: table}
 	// The pre-aggregation baseline of each aggregate computes just what
 	// that aggregate needs per (unit, group): a count, a sum, or both. The
 	// clamped baseline adds the per-row clamp to the bounds, which any
 	// correct bounding of a sum must also do.
 	preagg := func(perUnit, outer string) string {
 		return fmt.Sprintf(`SELECT grp, count(*) AS units, %s
-  FROM (SELECT unit_id, grp, %s FROM events GROUP BY unit_id, grp) AS per_unit
- GROUP BY grp`, outer, perUnit)
+  FROM (SELECT unit_id, grp, %s FROM %s GROUP BY unit_id, grp) AS per_unit
+ GROUP BY grp`, outer, perUnit, table)
 	}
 	clamp := func(col string) string { return fmt.Sprintf("least(greatest(%s, 0), 100)", col) }
 	for _, agg := range []struct{ name, expr, col string }{
@@ -61,7 +62,7 @@ func measureDPCost(ctx context.Context, e *benchEnv, o options) (*dpResult, erro
 		{"SUM (numeric column)", "SUM(val)", "val"}, {"AVG (numeric column)", "AVG(val)", "val"},
 		{"SUM (integer column)", "SUM(qty)", "qty"}, {"AVG (integer column)", "AVG(qty)", "qty"},
 	} {
-		q := fmt.Sprintf("SELECT grp, %s FROM events GROUP BY grp", agg.expr)
+		q := fmt.Sprintf("SELECT grp, %s FROM %s GROUP BY grp", agg.expr, table)
 		r := &dpRow{agg: agg.name, rawQ: q, dpQ: q}
 		switch {
 		case agg.col == "":
@@ -97,11 +98,11 @@ func measureDPCost(ctx context.Context, e *benchEnv, o options) (*dpResult, erro
 	}
 	// Warm the cache (shared_buffers) once so that the first timing does
 	// not pay for reading the table from disk.
-	if _, err := direct.Exec(ctx, "SELECT count(*) FROM events"); err != nil {
+	if _, err := direct.Exec(ctx, "SELECT count(*) FROM "+table); err != nil {
 		return nil, err
 	}
 	seq := 0
-	for round := range o.dpRounds {
+	for round := range rounds {
 		for _, r := range res.results {
 			steps := []func() error{
 				func() error { d, err := timeQuery(ctx, direct, r.rawQ); r.raw = append(r.raw, d); return err },
@@ -140,7 +141,7 @@ func measureDPCost(ctx context.Context, e *benchEnv, o options) (*dpResult, erro
 	}
 
 	// The rewritten SQL, as EXPLAIN DP shows it, and its plan.
-	rows, err := proxy.Query(ctx, "EXPLAIN DP SELECT grp, SUM(val) FROM events GROUP BY grp")
+	rows, err := proxy.Query(ctx, "EXPLAIN DP SELECT grp, SUM(val) FROM "+table+" GROUP BY grp")
 	if err != nil {
 		return nil, err
 	}

@@ -51,7 +51,8 @@ type benchEnv struct {
 	proxyURL string // analyst bench through dpproxy
 	bouncer  *exec.Cmd
 	bncPort  int
-	dir      string // harness files (dpproxy binary, config, pgbench logs)
+	dir      string   // harness files (dpproxy binary, config, pgbench logs)
+	tables   []string // the private events tables, one per size
 	summary  []string
 }
 
@@ -116,10 +117,12 @@ func setup(ctx context.Context, o options) (*benchEnv, error) {
 	return e, nil
 }
 
-// load creates the pgbench tables and the private table events: o.rows
-// rows over rows/50 units, skewed: 20 heavy units hold 30% of the rows
-// (about 15,000 each at 1M rows), the rest spread evenly; 16 groups; val
-// in [0, 100).
+// load creates the pgbench tables and the private tables: events with
+// the first of o.sizes rows, and events_N with N rows for each further
+// size (only when the DP cost is measured). Each has rows/50 units,
+// skewed: 20 heavy units hold 30% of the rows (about 15,000 each at 1M
+// rows), the rest spread evenly; 16 groups; val (numeric) in [0, 100),
+// qty (integer) in [0, 100].
 func (e *benchEnv) load(ctx context.Context, o options) error {
 	began := time.Now()
 	cmd := exec.CommandContext(ctx, e.pgbench, "-i", "-q", "-s", strconv.Itoa(o.scale), "--no-vacuum", e.dbURL)
@@ -131,33 +134,64 @@ func (e *benchEnv) load(ctx context.Context, o options) error {
 		return err
 	}
 	defer conn.Close(ctx)
-	units := max(o.rows/50, 100)
-	for _, q := range []string{
-		`VACUUM ANALYZE pgbench_accounts, pgbench_branches, pgbench_tellers`,
-		`DROP TABLE IF EXISTS events, mix_events`,
-		fmt.Sprintf(`CREATE TABLE events AS
+	if _, err := conn.Exec(ctx, `VACUUM ANALYZE pgbench_accounts, pgbench_branches, pgbench_tellers`); err != nil {
+		return err
+	}
+	sizes := o.sizes[:1]
+	if !o.skip["dpcost"] {
+		sizes = o.sizes
+	}
+	for i, rows := range sizes {
+		table := eventsTable(i, rows)
+		units := max(rows/50, 100)
+		qs := []string{
+			`DROP TABLE IF EXISTS ` + table,
+			fmt.Sprintf(`CREATE TABLE %s AS
 		 SELECT CASE WHEN i %% 10 < 3 THEN i %% 20 ELSE 20 + (i::bigint * 7919) %% %d END::int AS unit_id,
 		        ((i * 31 + i / 7) %% 16)::int AS grp,
 		        ((i::bigint * 37) %% 1000)::numeric / 10 AS val,
 		        ((i::bigint * 53) %% 101)::int AS qty
-		   FROM generate_series(1, %d) AS i`, units, o.rows),
-		// A small table for the query mix, so that 64 clients run many
-		// fresh DP queries (each one a ledger transaction) per second.
-		`CREATE TABLE mix_events AS SELECT * FROM events WHERE unit_id < 2020 LIMIT 50000`,
-		`VACUUM ANALYZE events, mix_events`,
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			return fmt.Errorf("%s: %w", strings.Fields(q)[0], err)
+		   FROM generate_series(1, %d) AS i`, table, units, rows),
 		}
+		if i == 0 {
+			// A small table for the query mix, so that 64 clients run many
+			// fresh DP queries (each one a ledger transaction) per second.
+			qs = append(qs, `DROP TABLE IF EXISTS mix_events`, `CREATE TABLE mix_events AS SELECT * FROM events WHERE unit_id < 2020 LIMIT 50000`, `VACUUM ANALYZE mix_events`)
+		}
+		qs = append(qs, `VACUUM ANALYZE `+table)
+		for _, q := range qs {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				return fmt.Errorf("%s: %w", strings.Fields(q)[0], err)
+			}
+		}
+		var max int64
+		if err := conn.QueryRow(ctx, `SELECT max(n) FROM (SELECT unit_id, count(*) n FROM `+table+` GROUP BY unit_id) t`).Scan(&max); err != nil {
+			return err
+		}
+		e.summary = append(e.summary, fmt.Sprintf("Data: %s: %d rows, %d units (20 heavy units, the largest with %d rows), 16 groups", table, rows, units+20, max))
+		e.tables = append(e.tables, table)
 	}
-	var heavy, max int64
-	if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE unit_id < 20), max(n) FROM (SELECT unit_id, count(*) n FROM events GROUP BY unit_id) t, LATERAL (SELECT 1) x`).Scan(&heavy, &max); err != nil {
-		return err
-	}
-	e.summary = append(e.summary, fmt.Sprintf("Data: pgbench scale %d (%d accounts); events: %d rows, %d units (20 heavy units, the largest with %d rows), 16 groups, loaded in %v",
-		o.scale, o.scale*100000, o.rows, units+20, max, time.Since(began).Round(time.Second)))
+	e.summary = append(e.summary, fmt.Sprintf("pgbench scale %d (%d accounts); all loaded in %v", o.scale, o.scale*100000, time.Since(began).Round(time.Second)))
 	return nil
 }
+
+// eventsTable names the private table of the i-th size.
+func eventsTable(i, rows int) string {
+	if i == 0 {
+		return "events"
+	}
+	return fmt.Sprintf("events_%d", rows)
+}
+
+// eventsConfig is the tables entry of one events table.
+const eventsConfig = `  public.%s:
+    privacy_unit: unit_id
+    max_groups_per_unit: 4
+    max_rows_per_unit: 8
+    columns:
+      val: {lower: 0, upper: 100}
+      qty: {lower: 0, upper: 100}
+`
 
 const proxyConfig = `listen: 127.0.0.1:%d
 upstream: %s
@@ -171,14 +205,7 @@ privacy:
   delta: 1.0e-7
   mechanism: laplace
 tables:
-  public.events:
-    privacy_unit: unit_id
-    max_groups_per_unit: 4
-    max_rows_per_unit: 8
-    columns:
-      val: {lower: 0, upper: 100}
-      qty: {lower: 0, upper: 100}
-  public.mix_events:
+%s  public.mix_events:
     privacy_unit: unit_id
     max_groups_per_unit: 4
     max_rows_per_unit: 8
@@ -214,7 +241,11 @@ func (e *benchEnv) runProxy(ctx context.Context, name string, extra ...string) (
 		return nil, "", err
 	}
 	cfgPath := filepath.Join(e.dir, name+".yaml")
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(proxyConfig, port, e.dbURL)), 0o600); err != nil {
+	var tables strings.Builder
+	for _, t := range e.tables {
+		fmt.Fprintf(&tables, eventsConfig, t)
+	}
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(proxyConfig, port, e.dbURL, tables.String())), 0o600); err != nil {
 		return nil, "", err
 	}
 	logf, err := os.Create(filepath.Join(e.dir, name+".log"))

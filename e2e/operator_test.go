@@ -598,7 +598,8 @@ log: {format: json, level: info}
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "serve", "-config", path)
+	profile := filepath.Join(t.TempDir(), "cpu.prof")
+	cmd := exec.Command(bin, "serve", "-config", path, "-cpuprofile", profile)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -672,6 +673,10 @@ log: {format: json, level: info}
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("serve exited with %v after SIGTERM", err)
+	}
+	// -cpuprofile: written when serve stops, as a gzipped pprof profile.
+	if b, err := os.ReadFile(profile); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("-cpuprofile wrote %d bytes (%v), want a gzipped profile", len(b), err)
 	}
 }
 
