@@ -116,3 +116,13 @@ Showing nodes accounting for 1.50s, 100% of 1.50s total
 		t.Error("output without a total was accepted")
 	}
 }
+
+func TestRoundRatio(t *testing.T) {
+	// Round by round: a drifting machine doubles both timings of round 3;
+	// the ratio of the medians would be 130/100.
+	dp := []float64{110, 130, 240}
+	pre := []float64{100, 100, 200}
+	if got := roundRatio(dp, pre); got != 1.2 {
+		t.Errorf("roundRatio = %v, want 1.2 (median of 1.1, 1.3, 1.2)", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -154,17 +155,24 @@ func (r *report) writeProfile(p func(string, ...any), pf *ptProfile) {
 		"The proxy's own work per cached pass-through query (shape cache, session, metrics) is the dpproxy row. pgbouncer pays the same system calls from a single-threaded C event loop, without a goroutine scheduler.")
 }
 
+// roundRatio is the median over rounds of a[i]/b[i]: timings taken in the
+// same round, side by side, so that drift in the machine's load between
+// rounds cancels out.
+func roundRatio(a, b []float64) float64 {
+	var rs []float64
+	for i := range min(len(a), len(b)) {
+		rs = append(rs, a[i]/b[i])
+	}
+	return median(rs)
+}
+
 // ratioMedian is the median over rounds of x's TPS divided by d's TPS in
 // the same round: the side-by-side ratio.
 func ratioMedian(x, d *ptCell) float64 {
 	if x == nil || d == nil {
 		return math.NaN()
 	}
-	var rs []float64
-	for i := range min(len(x.tps), len(d.tps)) {
-		rs = append(rs, x.tps[i]/d.tps[i])
-	}
-	return median(rs)
+	return roundRatio(x.tps, d.tps)
 }
 
 func fmtNaN(v float64, format string) string {
@@ -194,10 +202,10 @@ func (r *report) writeDPCost(p func(string, ...any), d *dpResult, first bool) {
 		raw, pre, rw, dp := median(x.raw), median(x.preagg), median(x.rewritten), median(x.dp)
 		clamped, vsClamped := "–", "–"
 		if len(x.clamped) > 0 {
-			c := median(x.clamped)
-			clamped, vsClamped = fmt.Sprintf("%.0f", c), fmt.Sprintf("%.2f", dp/c)
+			clamped, vsClamped = fmt.Sprintf("%.0f", median(x.clamped)), fmt.Sprintf("%.2f", roundRatio(x.dp, x.clamped))
 		}
-		p("| %s | %.0f | %.0f | %s | %.0f | %.0f | %.2f | %s | %.2f | %s |", x.agg, raw, pre, clamped, rw, dp, dp/pre, vsClamped, dp/raw, verdict(dp/pre <= 1.2))
+		vsPre := roundRatio(x.dp, x.preagg)
+		p("| %s | %.0f | %.0f | %s | %.0f | %.0f | %.2f | %s | %.2f | %s |", x.agg, raw, pre, clamped, rw, dp, vsPre, vsClamped, roundRatio(x.dp, x.raw), verdict(vsPre <= 1.2))
 	}
 	p("")
 	p("Queries: raw `%s` (and likewise); pre-aggregation of SUM, and its clamped form:", d.results[1].rawQ)
@@ -209,17 +217,21 @@ func (r *report) writeDPCost(p func(string, ...any), d *dpResult, first bool) {
 	p("```sql\n%s\n```", d.rewrite)
 	p("")
 	p("```\n%s\n```", d.explain)
-	var proxyShare, dbShare []float64
+	var proxyShare, dbShare, spread []float64
 	for _, x := range d.results {
-		proxyShare = append(proxyShare, median(x.dp)-median(x.rewritten))
-		dbShare = append(dbShare, median(x.rewritten)-median(x.preagg))
+		proxyShare = append(proxyShare, roundRatio(x.dp, x.rewritten))
+		dbShare = append(dbShare, roundRatio(x.rewritten, x.preagg))
+		for _, t := range [][]float64{x.raw, x.preagg, x.rewritten, x.dp} {
+			spread = append(spread, (slices.Max(t)-slices.Min(t))/median(t))
+		}
 	}
 	p("")
-	p("Reading: the proxy's own share of a DP query (DP via dpproxy minus the rewritten SQL run directly: the ledger charge, the Describe, the noise) is %+.0f ms at the median over the aggregates, within the noise of these timings. "+
-		"The rest of the gap is in the database, %+.0f ms at the median over the pre-aggregation: the plan above shows it in the nodes above the per-unit HashAggregate — "+
+	p("Reading: the same query's timings differ between rounds by %.0f%% of their median (max − min, median over the table's cells): ratios closer to each other than that are not told apart by this run. "+
+		"The proxy's own share of a DP query (DP via dpproxy over the rewritten SQL run directly: the ledger charge, the Describe, the noise) is %.2f× at the median over the aggregates. "+
+		"The database's share is the rewritten SQL over the pre-aggregation, %.2f× at the median: the plan above shows it in the nodes above the per-unit HashAggregate — "+
 		"the sort of the per-unit rows by unit and seeded hash and the `row_number()` window that keeps at most L0 groups per unit. "+
 		"That selection is what bounds a unit's groups; it runs on the per-unit set (about a tenth of the rows here), not on the table. "+
-		"The clamp to the bounds costs the difference between the two pre-aggregation columns (native for the integer column, `numeric` comparisons for `val`).", median(proxyShare), median(dbShare))
+		"The clamp to the bounds costs the difference between the two pre-aggregation columns (native for the integer column, `numeric` comparisons for `val`).", 100*median(spread), median(proxyShare), median(dbShare))
 }
 
 func (r *report) writeCPU(p func(string, ...any)) {
