@@ -152,8 +152,9 @@ func (ss *session) describe(ctx context.Context, plan *rewrite.Plan, paramOIDs [
 }
 
 // runBounded runs the rewritten SQL with the client's parameters and a
-// fresh secret seed (64 bits from crypto/rand) and returns its rows as text. Database errors here could
-// depend on private values, so the client only learns that the query failed.
+// fresh secret seed (64 bits from crypto/rand) and returns its rows as
+// text. Database errors here could depend on private values, so the client
+// only learns that the query failed.
 func (ss *session) runBounded(ctx context.Context, plan *rewrite.Plan, p *params, paramOIDs []uint32) ([][][]byte, error) {
 	defer upstreamTimer(ctx)()
 	var seed [8]byte
