@@ -319,15 +319,7 @@ func TestAttacks(t *testing.T) {
 func runAttack(t *testing.T, conn *pgx.Conn, sql, codes string) {
 	t.Helper()
 	before := showBudget(t, conn)
-	rows, err := conn.Query(ctx, sql)
-	n := 0
-	if err == nil {
-		for rows.Next() {
-			n++
-		}
-		rows.Close()
-		err = rows.Err()
-	}
+	n, err := countRows(conn, sql)
 	if n > 0 {
 		t.Errorf("ATTACK GOT THROUGH: %s returned %d rows", sql, n)
 	}
@@ -433,19 +425,25 @@ func TestAttackTinyEpsilon(t *testing.T) {
 	}
 }
 
+// countRows runs sql and counts the rows it returns.
+func countRows(conn *pgx.Conn, sql string) (int, error) {
+	rows, err := conn.Query(ctx, sql)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	rows.Close()
+	return n, rows.Err()
+}
+
 // runAttackKeepEps is runAttack without the dp.epsilon check.
 func runAttackKeepEps(t *testing.T, conn *pgx.Conn, sql, codes string) {
 	t.Helper()
 	before := showBudget(t, conn)
-	rows, err := conn.Query(ctx, sql)
-	n := 0
-	if err == nil {
-		for rows.Next() {
-			n++
-		}
-		rows.Close()
-		err = rows.Err()
-	}
+	n, err := countRows(conn, sql)
 	if n > 0 || err == nil {
 		t.Fatalf("ATTACK GOT THROUGH: %s returned %d rows, err %v", sql, n, err)
 	}
@@ -873,28 +871,10 @@ func fuzzRawSession(t *testing.T, addr, user string, in []byte) []byte {
 	return out
 }
 
-// lockedBuffer is an io.Writer safe for the proxy's concurrent logging.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
-}
-
 // recordingConn keeps every byte the client reads.
 type recordingConn struct {
 	net.Conn
-	rec *lockedBuffer
+	rec *syncBuffer
 }
 
 func (c recordingConn) Read(p []byte) (int, error) {
@@ -923,7 +903,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &syncBuffer{}
 	srv, err := proxy.New(ctx, cfg, proxy.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
@@ -943,7 +923,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	if _, err := dialAt(addr, "nobody", wrongPW); err == nil {
 		t.Fatal("an unknown user was accepted")
 	}
-	seen := &lockedBuffer{}
+	seen := &syncBuffer{}
 	for _, m := range attackModes {
 		cc, err := pgx.ParseConfig(fmt.Sprintf("postgres://mallory_secrets:%s@%s/shop?sslmode=disable", analystPW, addr))
 		if err != nil {

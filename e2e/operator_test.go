@@ -459,6 +459,12 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+func (s *syncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
+}
+
 func TestLogsOneLinePerQueryWithoutSecrets(t *testing.T) {
 	var logs syncBuffer
 	_, addr := operatorProxy(t, &logs)

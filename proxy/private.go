@@ -177,17 +177,7 @@ func (ss *session) runBounded(ctx context.Context, plan *rewrite.Plan, p *params
 		return nil, err
 	}
 	rr := ss.upstream.Conn().PgConn().ExecParams(ctx, plan.SQL, values, oids, formats, nil)
-	var rows [][][]byte
-	for rr.NextRow() {
-		vals := rr.Values()
-		row := make([][]byte, len(vals))
-		for i, v := range vals {
-			if v != nil {
-				row[i] = bytes.Clone(v)
-			}
-		}
-		rows = append(rows, row)
-	}
+	rows := collectRows(rr)
 	_, err = rr.Close()
 	if endErr := end(); err == nil {
 		err = endErr
@@ -221,4 +211,21 @@ func (ss *session) answerResult(a *answer, cached bool, spend budget.Spend) *res
 		r.notice = noticeText(a.bounds, false, a.charged.Epsilon, a.charged.Delta, spend.EpsilonRemaining(), spend.DeltaRemaining())
 	}
 	return r
+}
+
+// collectRows reads every row of rr, copied: pgconn reuses its buffer for
+// the next message.
+func collectRows(rr *pgconn.ResultReader) [][][]byte {
+	var rows [][][]byte
+	for rr.NextRow() {
+		vals := rr.Values()
+		row := make([][]byte, len(vals))
+		for i, v := range vals {
+			if v != nil {
+				row[i] = bytes.Clone(v)
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }

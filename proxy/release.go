@@ -641,17 +641,7 @@ func (ss *session) postProcess(ctx context.Context, plan *rewrite.Plan, a *answe
 	}
 	rr := ss.upstream.Conn().PgConn().ExecParams(ctx, sql, params, oids, nil, nil)
 	fields := rowDescription(rr.FieldDescriptions()).Fields
-	var rows [][][]byte
-	for rr.NextRow() {
-		vals := rr.Values()
-		row := make([][]byte, len(vals))
-		for i, v := range vals {
-			if v != nil {
-				row[i] = bytes.Clone(v)
-			}
-		}
-		rows = append(rows, row)
-	}
+	rows := collectRows(rr)
 	if _, err := rr.Close(); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "42")) {
