@@ -28,29 +28,17 @@ WHERE c.relnamespace = 'pg_catalog'::regnamespace AND c.relname = ANY($1::text[]
   AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY c.relname, a.attnum`
 
-// Catalog relations that count rows are masked rather than refused, so
-// that BI tools listing tables (DBeaver selects c.* from pg_class, Metabase
-// reads n_live_tup from pg_stat_user_tables) work unchanged. A pass-through
-// query reads each of them through a subquery with the same columns in
-// the same order, in which every column that could count rows, pages,
-// scans, tuples or maintenance events is a constant. A column is kept only
-// if it is on the list below: one added by a later PostgreSQL version is
-// masked (NULL) until it is reviewed.
-var (
-	// pgClassKept are the columns of pg_class that describe the schema.
-	// reltuples, relpages, relallvisible (and relallfrozen since
-	// PostgreSQL 18) estimate the size of each table and are masked.
-	pgClassKept = setOf("oid relname relnamespace reltype reloftype relowner relam relfilenode reltablespace " +
-		"reltoastrelid relhasindex relisshared relpersistence relkind relnatts relchecks relhasrules " +
-		"relhastriggers relhassubclass relrowsecurity relforcerowsecurity relispopulated relreplident " +
-		"relispartition relrewrite relfrozenxid relminmxid relacl reloptions relpartbound")
-	// pgClassUnknown are the values PostgreSQL itself shows for a table
-	// never vacuumed or analysed.
-	pgClassUnknown = map[string]string{"reltuples": "-1", "relpages": "0", "relallvisible": "0", "relallfrozen": "0"}
-	// statKept identify the table or index a row of a statistics view is
-	// about; every counter and timestamp of those views is NULL.
-	statKept = setOf("relid indexrelid schemaname relname indexrelname")
-)
+// Catalog relations that count rows or hold settings are masked rather
+// than refused, so that clients listing tables (DBeaver selects c.* from
+// pg_class, Metabase reads n_live_tup from pg_stat_user_tables) or reading
+// their settings from pg_settings work unchanged. A pass-through query
+// reads each of them through a subquery with the same columns in the same
+// order, in which every column that could count rows, pages, scans, tuples
+// or maintenance events, or hold a setting or a server path, is a
+// constant, and which returns only the rows a client may see. Which
+// relations, columns and rows: maskedRelations in catalogs.go. A column
+// not kept there is masked (NULL), so one added by a later PostgreSQL
+// version stays hidden until it is reviewed.
 
 // PostgreSQL 15's column lists, used when Options.CatalogColumns has none
 // for a relation (unit tests, an upstream that could not be asked).
@@ -77,12 +65,20 @@ const (
 	pg15IOIndexes = "relid oid, indexrelid oid, schemaname name, relname name, indexrelname name, " +
 		"idx_blks_read bigint, idx_blks_hit bigint"
 	pg15IOSequences = "relid oid, schemaname name, relname name, blks_read bigint, blks_hit bigint"
+	pg15Settings    = "name text, setting text, unit text, category text, short_desc text, extra_desc text, " +
+		"context text, vartype text, source text, min_val text, max_val text, enumvals text[], boot_val text, " +
+		"reset_val text, sourcefile text, sourceline integer, pending_restart boolean"
+	pg15Roles = "rolname name, rolsuper boolean, rolinherit boolean, rolcreaterole boolean, rolcreatedb boolean, " +
+		"rolcanlogin boolean, rolreplication boolean, rolconnlimit integer, rolpassword text, " +
+		"rolvaliduntil timestamp with time zone, rolbypassrls boolean, rolconfig text[], oid oid"
+	pg15User = "usename name, usesysid oid, usecreatedb boolean, usesuper boolean, userepl boolean, " +
+		"usebypassrls boolean, passwd text, valuntil timestamp with time zone, useconfig text[]"
 )
 
-// maskedCatalogs maps each masked relation of pg_catalog to its
-// PostgreSQL 15 column list.
-var maskedCatalogs = func() map[string]string {
-	m := map[string]string{"pg_class": pg15Class}
+// pg15Columns maps each masked relation of pg_catalog (maskedRelations)
+// to its PostgreSQL 15 column list.
+var pg15Columns = func() map[string]string {
+	m := map[string]string{"pg_class": pg15Class, "pg_settings": pg15Settings, "pg_roles": pg15Roles, "pg_user": pg15User}
 	for _, scope := range []string{"all", "user", "sys"} {
 		m["pg_stat_"+scope+"_tables"] = pg15Tables
 		m["pg_stat_xact_"+scope+"_tables"] = pg15XactTables
@@ -97,8 +93,8 @@ var maskedCatalogs = func() map[string]string {
 // MaskedCatalogs returns the names of the pg_catalog relations that
 // pass-through queries see masked, sorted.
 func MaskedCatalogs() []string {
-	out := make([]string, 0, len(maskedCatalogs))
-	for name := range maskedCatalogs {
+	out := make([]string, 0, len(maskedRelations))
+	for name := range maskedRelations {
 		out = append(out, name)
 	}
 	sort.Strings(out)
@@ -133,15 +129,15 @@ type catalogMask struct {
 // upstream's column lists, falling back to PostgreSQL 15's for a relation
 // the upstream did not describe or whose list does not make a valid query.
 func buildMasks(upstream map[string][]Column) map[string]*catalogMask {
-	masks := make(map[string]*catalogMask, len(maskedCatalogs))
-	for name, spec := range maskedCatalogs {
+	masks := make(map[string]*catalogMask, len(maskedRelations))
+	for name := range maskedRelations {
 		if cols := upstream[name]; len(cols) > 0 {
 			if m, err := newMask(name, cols); err == nil {
 				masks[name] = m
 				continue
 			}
 		}
-		m, err := newMask(name, parseColumns(spec))
+		m, err := newMask(name, parseColumns(pg15Columns[name]))
 		if err != nil {
 			panic(fmt.Sprintf("rewrite: mask of %s: %v", name, err))
 		}
@@ -151,8 +147,12 @@ func buildMasks(upstream map[string][]Column) map[string]*catalogMask {
 }
 
 // newMask builds SELECT col, ..., CAST(v AS type) AS col, ... FROM
-// pg_catalog.name for one relation.
+// pg_catalog.name [WHERE rows] for one relation.
 func newMask(name string, cols []Column) (*catalogMask, error) {
+	p := maskedRelations[name]
+	if p == nil {
+		return nil, fmt.Errorf("%s is not a masked relation", name)
+	}
 	rel, err := quoteIdent(name)
 	if err != nil {
 		return nil, err
@@ -167,15 +167,19 @@ func newMask(name string, cols []Column) (*catalogMask, error) {
 			return nil, err
 		}
 		switch {
-		case name == "pg_class" && pgClassKept[c.Name], name != "pg_class" && statKept[c.Name]:
+		case p.keep[c.Name]:
 			items = append(items, q)
-		case name == "pg_class" && pgClassUnknown[c.Name] != "":
-			items = append(items, fmt.Sprintf("CAST(%s AS %s) AS %s", pgClassUnknown[c.Name], c.Type, q))
+		case p.consts[c.Name] != "":
+			items = append(items, fmt.Sprintf("CAST(%s AS %s) AS %s", p.consts[c.Name], c.Type, q))
 		default:
 			items = append(items, fmt.Sprintf("CAST(NULL AS %s) AS %s", c.Type, q))
 		}
 	}
-	tree, err := pg_query.Parse("SELECT " + strings.Join(items, ", ") + " FROM pg_catalog." + rel)
+	sql := "SELECT " + strings.Join(items, ", ") + " FROM pg_catalog." + rel
+	if p.rows != "" {
+		sql += " WHERE " + p.rows
+	}
+	tree, err := pg_query.Parse(sql)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +188,7 @@ func newMask(name string, cols []Column) (*catalogMask, error) {
 	}
 	sel := tree.Stmts[0].Stmt
 	s := sel.GetSelectStmt()
-	if s == nil || len(s.TargetList) != len(cols) || len(s.FromClause) != 1 || s.WhereClause != nil {
+	if s == nil || len(s.TargetList) != len(cols) || len(s.FromClause) != 1 || (s.WhereClause != nil) != (p.rows != "") {
 		return nil, fmt.Errorf("not a plain SELECT of %d columns", len(cols))
 	}
 	if rv := s.FromClause[0].GetRangeVar(); rv == nil || rv.Schemaname != "pg_catalog" || rv.Relname != name {

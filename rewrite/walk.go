@@ -120,43 +120,9 @@ func relCTEIf(rv *pg_query.RangeVar, scope []string) relClass {
 	return 0
 }
 
-// statsRelations hold values or counts from tables. pg_statistic_ext is
-// not one of them since PostgreSQL 12: it holds only the definitions of
-// extended statistics (psql's \d reads them), their values are in
-// pg_statistic_ext_data; passThroughColumn refuses the value columns it
-// had before (statsValueColumns).
-var statsRelations = map[string]bool{
-	"pg_statistic":          true,
-	"pg_statistic_ext_data": true,
-	"pg_stats":              true,
-	"pg_stats_ext":          true,
-	"pg_stats_ext_exprs":    true,
-}
-
-// refusedCatalogs are catalog relations that hold data rather than schema:
-// the contents of large objects, the upstream's credentials (password
-// hashes, user-mapping and subscription options may hold passwords), and
-// server files. Reading them could reveal private data or the proxy's own
-// credentials, and no client needs them to browse the schema.
-var refusedCatalogs = map[string]string{
-	"pg_largeobject":             "it holds the contents of large objects",
-	"pg_largeobject_metadata":    "it lists large objects",
-	"pg_authid":                  "it holds the password hashes of database roles",
-	"pg_shadow":                  "it holds the password hashes of database roles",
-	"pg_user_mapping":            "its options may hold passwords of foreign servers",
-	"pg_user_mappings":           "its options may hold passwords of foreign servers",
-	"pg_subscription":            "its connection strings may hold passwords",
-	"pg_foreign_server":          "its options may hold connection details",
-	"pg_file_settings":           "it reads the server's configuration files",
-	"pg_hba_file_rules":          "it reads the server's configuration files",
-	"pg_ident_file_mappings":     "it reads the server's configuration files",
-	"pg_replication_slots":       "it exposes replication state",
-	"pg_backend_memory_contexts": "it exposes server internals",
-	"pg_shmem_allocations":       "it exposes server internals",
-}
-
-// resolve classifies every reference, refusing statistics catalogs,
-// cross-database names and tables that are not configured.
+// resolve classifies every reference, refusing catalog relations that are
+// not on the allowlist (catalogs.go), cross-database names and tables that
+// are not configured.
 func (a *Analyzer) resolve(refs []*relRef) error {
 	for _, r := range refs {
 		rv := r.rv
@@ -176,21 +142,9 @@ func (a *Analyzer) resolve(refs []*relRef) error {
 		}
 		switch r.schema {
 		case "pg_catalog", "information_schema":
-			if r.schema == "pg_catalog" && statsRelations[r.name] {
-				return reject(CodeForbidden, rv.Location, "reading %s is refused: it holds data values from tables", r.qualified())
-			}
-			// The statistics views of tables, indexes and sequences are
-			// read masked (mask.go); the others hold counts of the whole
-			// database, other sessions' queries or server state.
-			if r.schema == "pg_catalog" && a.masks[r.name] == nil &&
-				(strings.HasPrefix(r.name, "pg_stat_") || strings.HasPrefix(r.name, "pg_statio_")) {
-				return reject(CodeForbidden, rv.Location, "reading %s is refused: statistics views hold counts of table rows or other sessions' activity", r.qualified())
-			}
-			if reason, ok := refusedCatalogs[r.name]; ok && r.schema == "pg_catalog" {
-				return reject(CodeForbidden, rv.Location, "reading %s is refused: %s", r.qualified(), reason)
-			}
-			if r.schema == "pg_catalog" && r.name == "pg_sequences" {
-				return reject(CodeForbidden, rv.Location, "reading %s is refused: sequence values count the rows inserted into tables", r.qualified())
+			// Only the relations on the allowlist of catalogs.go.
+			if why := catalogRefusal(r.schema, r.name); why != "" {
+				return reject(CodeForbidden, rv.Location, "reading %s is refused: %s", r.qualified(), why)
 			}
 			r.class = relCatalog
 			continue

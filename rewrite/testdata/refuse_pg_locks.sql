@@ -1,0 +1,2 @@
+-- Other sessions' locks and the relations they read.
+SELECT l.locktype, l.relation::regclass, l.pid FROM pg_catalog.pg_locks l

@@ -1,0 +1,2 @@
+-- Other sessions' prepared statements, in a LATERAL subquery.
+SELECT n.nspname, p.statement FROM pg_namespace n, LATERAL (SELECT statement FROM pg_prepared_statements) p
