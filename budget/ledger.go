@@ -57,11 +57,16 @@ import (
 // both pass the existence check and one fails on a unique index).
 const schemaLockKey int64 = 0x6470_7072_6f78_7901 // "dpproxy" + 1
 
-// schemaDDL creates the ledger's schema and tables, or brings an older
-// ledger up to date (every statement is idempotent).
+// createSchema creates the ledger's schema. Open runs it only when the
+// schema is missing: even with IF NOT EXISTS, CREATE SCHEMA needs CREATE on
+// the database, which a ledger role given a schema dpproxy of its own
+// (docs/operations.md) does not have.
+const createSchema = `CREATE SCHEMA IF NOT EXISTS dpproxy`
+
+// schemaDDL creates the ledger's tables in schema dpproxy, or brings an
+// older ledger up to date (every statement is idempotent).
 func schemaDDL() []string {
 	return []string{
-		`CREATE SCHEMA IF NOT EXISTS dpproxy`,
 		`CREATE TABLE IF NOT EXISTS dpproxy.budgets (
 			analyst       text PRIMARY KEY,
 			epsilon_limit numeric NOT NULL,
@@ -180,11 +185,19 @@ func Open(ctx context.Context, pool *pgxpool.Pool, users []conf.User, opts Optio
 		}
 		// Skip DDL when the schema is current, so that a role without
 		// CREATE on the database can use a ledger created by someone else.
-		var current bool
+		var current, exists bool
 		if err := tx.QueryRow(ctx, schemaCurrent).Scan(&current); err != nil {
 			return fmt.Errorf("check schema: %w", err)
 		}
 		if !current {
+			if err := tx.QueryRow(ctx, `SELECT to_regnamespace('dpproxy') IS NOT NULL`).Scan(&exists); err != nil {
+				return fmt.Errorf("check schema: %w", err)
+			}
+			if !exists {
+				if _, err := tx.Exec(ctx, createSchema); err != nil {
+					return fmt.Errorf("create schema: %w", err)
+				}
+			}
 			for _, stmt := range schemaDDL() {
 				if _, err := tx.Exec(ctx, stmt); err != nil {
 					return fmt.Errorf("create schema: %w", err)

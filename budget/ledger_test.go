@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -143,6 +144,45 @@ func TestOpenIdempotent(t *testing.T) {
 		if got != "numeric" {
 			t.Errorf("type of %s = %q, want numeric", col, got)
 		}
+	}
+}
+
+// TestOpenInAnOwnedSchema: a ledger role that owns a schema dpproxy made
+// for it, with no CREATE on the database (docs/operations.md), opens the
+// ledger: creates the tables, then reopens it, with the proxy's
+// search_path=pg_catalog.
+func TestOpenInAnOwnedSchema(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	var b [4]byte
+	rand.Read(b[:])
+	role := "budget_ledger_" + hex.EncodeToString(b[:])
+	admin := newPool(t, db, 1, nil)
+	ctx := context.Background()
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN; CREATE SCHEMA dpproxy AUTHORIZATION "+role+"; REVOKE ALL ON SCHEMA dpproxy FROM PUBLIC"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		admin.Exec(ctx, "DROP SCHEMA dpproxy CASCADE; DROP ROLE "+role)
+	})
+	u, err := url.Parse(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	pool := newPool(t, u.String(), 2, map[string]string{"search_path": "pg_catalog"})
+	var create bool
+	if err := pool.QueryRow(ctx, "SELECT has_database_privilege(current_database(), 'CREATE')").Scan(&create); err != nil || create {
+		t.Fatalf("the ledger role may create schemas (%v): the test proves nothing", err)
+	}
+	us := users("alice", 1.0, 1e-6)
+	mustOpen(t, pool, us)
+	l := mustOpen(t, pool, users("alice", 2.0, 1e-6))
+	if s, err := l.Spent(ctx, "alice"); err != nil || s.EpsilonLimit != 2 {
+		t.Errorf("Spent(alice) = %+v, %v; want limit 2", s, err)
+	}
+	if got := queryText(t, admin, `SELECT string_agg(DISTINCT tableowner, ',') FROM pg_tables WHERE schemaname = 'dpproxy'`); got != role {
+		t.Errorf("ledger tables owned by %s, want %s", got, role)
 	}
 }
 

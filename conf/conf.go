@@ -72,17 +72,30 @@ func (s Secret) Reveal() string { return string(s) }
 // Config is the whole configuration file.
 type Config struct {
 	// Path is the file the configuration was read from ("" if from bytes).
-	Path     string            `yaml:"-"`
-	Listen   string            `yaml:"listen"`
-	Upstream Secret            `yaml:"upstream"`
-	TLS      *TLS              `yaml:"tls"`
-	Auth     Auth              `yaml:"auth"`
-	Privacy  Privacy           `yaml:"privacy"`
-	Tables   map[string]*Table `yaml:"tables"`
-	Metrics  Metrics           `yaml:"metrics"`
-	Log      Log               `yaml:"log"`
-	Limits   Limits            `yaml:"limits"`
+	Path   string `yaml:"-"`
+	Listen string `yaml:"listen"`
+	// Upstream is the DSN of the query role: analysts' statements run
+	// under it, so it must reach nothing but the configured tables.
+	Upstream Secret `yaml:"upstream"`
+	// LedgerUpstream is the DSN of the ledger role, the one that owns
+	// schema dpproxy; Load sets it to Upstream when absent (see
+	// SharedLedger). A separate role puts the budgets out of reach of
+	// any statement on a query connection.
+	LedgerUpstream Secret            `yaml:"ledger_upstream"`
+	TLS            *TLS              `yaml:"tls"`
+	Auth           Auth              `yaml:"auth"`
+	Privacy        Privacy           `yaml:"privacy"`
+	Tables         map[string]*Table `yaml:"tables"`
+	Metrics        Metrics           `yaml:"metrics"`
+	Log            Log               `yaml:"log"`
+	Limits         Limits            `yaml:"limits"`
 }
+
+// SharedLedger reports whether the query connections and the ledger use
+// one DSN (ledger_upstream absent or equal to upstream). Then one role
+// both runs analysts' statements and may change budgets: a demo set-up,
+// which check-config refuses and serve warns about.
+func (c *Config) SharedLedger() bool { return c.LedgerUpstream == c.Upstream }
 
 // Metrics configures the Prometheus endpoint.
 type Metrics struct {
@@ -212,6 +225,9 @@ func Parse(path string, data []byte, getenv func(string) string) (*Config, error
 func (c *Config) applyDefaults() {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
+	}
+	if c.LedgerUpstream == "" {
+		c.LedgerUpstream = c.Upstream
 	}
 	if c.Auth.Method == "" {
 		c.Auth.Method = AuthSCRAM

@@ -1,6 +1,9 @@
 package conf
 
 import (
+	"bytes"
+	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"testing"
@@ -134,5 +137,60 @@ func TestValidEpsilonDelta(t *testing.T) {
 	}
 	if !ValidEpsilon(0.1) || !ValidDelta(0) || !ValidDelta(1e-9) {
 		t.Errorf("valid values refused")
+	}
+}
+
+// TestLedgerUpstream: ledger_upstream is the ledger role's DSN; absent, it
+// is upstream (the demo's one-role set-up, which SharedLedger reports).
+func TestLedgerUpstream(t *testing.T) {
+	c, err := Parse("good.yaml", []byte(good), env)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if c.LedgerUpstream != c.Upstream || !c.SharedLedger() {
+		t.Errorf("without ledger_upstream: LedgerUpstream = %q, SharedLedger() = %v; want upstream's DSN and true", c.LedgerUpstream.Reveal(), c.SharedLedger())
+	}
+
+	const ledger = "postgres://dp_ledger:l3dger-pw@127.0.0.1/shop"
+	two := strings.Replace(good, "upstream: postgres://dp@127.0.0.1/shop", "upstream: postgres://dp@127.0.0.1/shop\nledger_upstream: "+ledger, 1)
+	c, err = Parse("two.yaml", []byte(two), env)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if c.LedgerUpstream.Reveal() != ledger || c.Upstream.Reveal() != "postgres://dp@127.0.0.1/shop" || c.SharedLedger() {
+		t.Errorf("with ledger_upstream: LedgerUpstream = %q, Upstream = %q, SharedLedger() = %v", c.LedgerUpstream.Reveal(), c.Upstream.Reveal(), c.SharedLedger())
+	}
+
+	// The same DSN written twice is one role: shared.
+	same := strings.Replace(good, "upstream: postgres://dp@127.0.0.1/shop", "upstream: postgres://dp@127.0.0.1/shop\nledger_upstream: postgres://dp@127.0.0.1/shop", 1)
+	if c, err := Parse("same.yaml", []byte(same), env); err != nil || !c.SharedLedger() {
+		t.Errorf("ledger_upstream equal to upstream: SharedLedger() = %v, %v; want true", c != nil && c.SharedLedger(), err)
+	}
+
+	// Keys near the new one are still unknown keys.
+	for _, bad := range []string{
+		good + "ledger_upstrem: " + ledger + "\n",
+		strings.Replace(good, "  delta: 1.0e-8", "  delta: 1.0e-8\n  ledger_upstream: "+ledger, 1),
+	} {
+		_, err := Parse("bad.yaml", []byte(bad), env)
+		if err == nil || !strings.Contains(err.Error(), "bad.yaml") || !strings.Contains(err.Error(), "ledger_upst") {
+			t.Errorf("Parse(%q) = %v, want an unknown-key error", bad, err)
+		}
+	}
+
+	// The ledger DSN's password never reaches a log or a %+v.
+	c, err = Parse("two.yaml", []byte(two), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("config", "ledger_upstream", c.LedgerUpstream, "config", c)
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("config", "ledger_upstream", c.LedgerUpstream)
+	buf.WriteString(fmt.Sprintf("%v %+v %s", c.LedgerUpstream, *c, c.LedgerUpstream))
+	if strings.Contains(buf.String(), "l3dger-pw") {
+		t.Errorf("the ledger password was printed:\n%s", buf.String())
+	}
+	if !strings.Contains(buf.String(), "REDACTED") {
+		t.Errorf("no REDACTED in:\n%s", buf.String())
 	}
 }

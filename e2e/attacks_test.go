@@ -808,7 +808,7 @@ func startWireFuzz(t *testing.T) {
 	rand.Read(b[:])
 	w.marker = "victim-" + hex.EncodeToString(b[:])
 	w.panics = &panicCatcher{}
-	cfg, err := conf.Parse("fuzz.yaml", []byte(strings.Replace(wireFuzzConfig, "UPSTREAM", env.upstream, 1)), func(string) string { return "" })
+	cfg, err := conf.Parse("fuzz.yaml", []byte(upstreams(wireFuzzConfig)), func(string) string { return "" })
 	if err != nil {
 		w.err = err
 		return
@@ -884,22 +884,28 @@ func (c recordingConn) Read(p []byte) (int, error) {
 }
 
 // TestSecretsNeverLeak: with debug logging on, neither the analyst's
-// password, nor a wrong one, nor the upstream password in the DSN appears in
-// the proxy's log; and no byte sent to the client holds the upstream
-// password, whatever the client asks.
+// password, nor a wrong one, nor the upstream or ledger password in the
+// DSNs appears in the proxy's log; and no byte sent to the client holds
+// either, whatever the client asks.
 func TestSecretsNeverLeak(t *testing.T) {
 	const (
 		analystPW  = "analyst-pw-3141592"
 		wrongPW    = "wrong-pw-1618033"
 		upstreamPW = "upstream-pw-2718281"
+		ledgerPW   = "ledger-pw-1414213"
 	)
-	u, err := url.Parse(env.upstream)
-	if err != nil {
-		t.Fatal(err)
+	// The test server trusts, so the passwords are never checked.
+	withPW := func(dsn, pw string) string {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.UserPassword(u.User.Username(), pw)
+		return u.String()
 	}
-	u.User = url.UserPassword(u.User.Username(), upstreamPW) // the test server trusts, so it is never checked
 	y := strings.Replace(attackConfig, "mallory", "mallory_secrets", 1)
-	cfg, err := conf.Parse("secrets.yaml", []byte(strings.Replace(y, "UPSTREAM", u.String(), 1)), func(string) string { return analystPW })
+	y = strings.Replace(y, "upstream: UPSTREAM", "upstream: "+withPW(env.roles.QueryURL, upstreamPW)+"\nledger_upstream: "+withPW(env.roles.LedgerURL, ledgerPW), 1)
+	cfg, err := conf.Parse("secrets.yaml", []byte(y), func(string) string { return analystPW })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -953,7 +959,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		}
 		conn.Close(ctx)
 	}
-	for _, s := range []string{analystPW, wrongPW, upstreamPW} {
+	for _, s := range []string{analystPW, wrongPW, upstreamPW, ledgerPW} {
 		if bytes.Contains(logs.Bytes(), []byte(s)) {
 			t.Errorf("the proxy log holds a password (%s...)", s[:8])
 		}
@@ -961,8 +967,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 	if len(logs.Bytes()) == 0 {
 		t.Error("nothing was logged: the check has no power")
 	}
-	if bytes.Contains(seen.Bytes(), []byte(upstreamPW)) {
-		t.Error("a client received the upstream password")
+	if bytes.Contains(seen.Bytes(), []byte(upstreamPW)) || bytes.Contains(seen.Bytes(), []byte(ledgerPW)) {
+		t.Error("a client received the upstream or ledger password")
 	}
 	if len(seen.Bytes()) < 1000 {
 		t.Errorf("only %d bytes recorded from the proxy: the check has no power", len(seen.Bytes()))

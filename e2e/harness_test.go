@@ -21,13 +21,14 @@ func startProxy(t *testing.T) (*proxy.Server, string, chan error) {
 	return startProxyWith(t, env.cfg)
 }
 
-// configFor parses a test configuration: UPSTREAM is replaced by the test
-// database, password_env names are looked up in passwords. Tests that need
+// configFor parses a test configuration: its "upstream: UPSTREAM" line
+// becomes the test database's query and ledger roles (upstreams),
+// password_env names are looked up in passwords. Tests that need
 // analysts or tables of their own use it with startProxyWith, and pick
 // analyst names no other test uses (budgets live in the shared ledger).
 func configFor(t *testing.T, yaml string, passwords map[string]string) *conf.Config {
 	t.Helper()
-	cfg, err := conf.Parse(t.Name()+".yaml", []byte(strings.Replace(yaml, "UPSTREAM", env.upstream, 1)), func(k string) string { return passwords[k] })
+	cfg, err := conf.Parse(t.Name()+".yaml", []byte(upstreams(yaml)), func(k string) string { return passwords[k] })
 	if err != nil {
 		t.Fatalf("test config: %v", err)
 	}

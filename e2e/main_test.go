@@ -26,7 +26,14 @@ import (
 
 // env is what TestMain set up; tests only read it.
 var env struct {
-	upstream  string // the test database, superuser
+	// upstream connects to the test database as the superuser: for tests
+	// that set up or verify, never for a proxy.
+	upstream string
+	// roles are the proxies' two upstream roles (docs/operations.md): the
+	// query role reads every table the superuser creates in the test
+	// database and can create nothing; the ledger role owns schema
+	// dpproxy. Configurations get them through upstreams.
+	roles     *demo.Roles
 	proxyAddr string
 	cfg       *conf.Config
 }
@@ -83,12 +90,17 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		env.upstream = db
+		if env.roles, err = testRoles(ctx, db); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		defer dropDatabase(admin, db, env.roles)
 		if err := demo.Load(ctx, db); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}
 		pw := map[string]string{"E2E_PW_ALICE": pwAlice, "E2E_PW_BOB": pwBob, "E2E_PW_CAROL": pwCarol}
-		cfg, err := conf.Parse("e2e.yaml", []byte(strings.Replace(testConfig, "UPSTREAM", db, 1)), func(k string) string { return pw[k] })
+		cfg, err := conf.Parse("e2e.yaml", []byte(upstreams(testConfig)), func(k string) string { return pw[k] })
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
@@ -139,6 +151,64 @@ func freshDatabase(ctx context.Context, admin string) (string, error) {
 	}
 	u.Path = "/" + name
 	return u.String(), nil
+}
+
+// testRoles creates the proxies' query and ledger roles in the test
+// database at db (demo.CreateRoles), named after the database so that runs
+// sharing a DPPROXY_TEST_UPSTREAM never meet. Tests create tables as the
+// superuser and configure them, so the query role may read every table and
+// schema the superuser creates here from now on (default privileges); it
+// still creates nothing, and cannot reach schema dpproxy.
+func testRoles(ctx context.Context, db string) (*demo.Roles, error) {
+	u, err := url.Parse(db)
+	if err != nil {
+		return nil, err
+	}
+	r, err := demo.CreateRoles(ctx, db, strings.TrimPrefix(u.Path, "/"), nil)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	q := pgx.Identifier{r.QueryRole}.Sanitize()
+	_, err = conn.Exec(ctx, "ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO "+q+"; ALTER DEFAULT PRIVILEGES GRANT USAGE ON SCHEMAS TO "+q)
+	return r, err
+}
+
+// dropDatabase removes the test database db and its roles through admin,
+// which matters on a shared DPPROXY_TEST_UPSTREAM.
+func dropDatabase(admin, db string, r *demo.Roles) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	u, err := url.Parse(db)
+	if err != nil {
+		return
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: dropping the test database:", err)
+		return
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: dropping the test database:", err)
+		return
+	}
+	if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{r.QueryRole}.Sanitize()+", "+pgx.Identifier{r.LedgerRole}.Sanitize()); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: dropping the test roles:", err)
+	}
+}
+
+// upstreams fills in a test configuration's "upstream: UPSTREAM" line
+// with the query role's URL, and adds ledger_upstream with the ledger
+// role's: every proxy in the tests runs with two roles, as in production.
+func upstreams(yaml string) string {
+	return strings.Replace(yaml, "upstream: UPSTREAM",
+		"upstream: "+env.roles.QueryURL+"\nledger_upstream: "+env.roles.LedgerURL, 1)
 }
 
 func redact(u string) string {

@@ -588,7 +588,7 @@ func TestBinary(t *testing.T) {
 // testServe runs "dpproxy serve" with metrics and JSON logs from the
 // configuration file, scrapes /metrics, and stops it with SIGTERM.
 func testServe(t *testing.T, bin string) {
-	yaml := strings.Replace(`
+	yaml := upstreams(`
 listen: 127.0.0.1:0
 upstream: UPSTREAM
 auth:
@@ -596,10 +596,10 @@ auth:
   users:
     - {name: op_serve, budget: {epsilon: 5, delta: 1.0e-6}}
 tables:
-`+goodTables+`
+` + goodTables + `
 metrics: {listen: 127.0.0.1:0}
 log: {format: json, level: info}
-`, "UPSTREAM", env.upstream, 1)
+`)
 	path := filepath.Join(t.TempDir(), "dpproxy.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -686,20 +686,23 @@ log: {format: json, level: info}
 	}
 }
 
-// checkRole creates a login role that can read the demo tables and charge
-// the ledger, and nothing else; it is dropped when the test ends.
-func checkRole(t *testing.T) (name, upstream string) {
+// checkRoles creates the two roles check-config expects: a query role
+// that can read the demo tables and nothing else, and a ledger role that
+// can charge the ledger (by grants, as operators may set it up, so that
+// tests can take them away); both are dropped when the test ends.
+func checkRoles(t *testing.T) (query, queryURL, ledger, ledgerURL string) {
 	t.Helper()
 	var b [4]byte
 	rand.Read(b[:])
-	name = "dpck_" + hex.EncodeToString(b[:])
+	query, ledger = "dpck_"+hex.EncodeToString(b[:]), "dpck_"+hex.EncodeToString(b[:])+"_ledger"
 	admin := direct(t)
 	stmts := []string{
-		"CREATE ROLE " + name + " LOGIN PASSWORD 'ck-pw'",
-		"GRANT SELECT ON public.orders, public.customers, public.products TO " + name,
-		"GRANT USAGE ON SCHEMA dpproxy TO " + name,
-		"GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA dpproxy TO " + name,
-		"GRANT USAGE ON ALL SEQUENCES IN SCHEMA dpproxy TO " + name,
+		"CREATE ROLE " + query + " LOGIN PASSWORD 'ck-pw'",
+		"GRANT SELECT ON public.orders, public.customers, public.products TO " + query,
+		"CREATE ROLE " + ledger + " LOGIN PASSWORD 'ck-pw'",
+		"GRANT USAGE ON SCHEMA dpproxy TO " + ledger,
+		"GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA dpproxy TO " + ledger,
+		"GRANT USAGE ON ALL SEQUENCES IN SCHEMA dpproxy TO " + ledger,
 	}
 	for _, s := range stmts {
 		if _, err := admin.Exec(ctx, s); err != nil {
@@ -712,19 +715,22 @@ func checkRole(t *testing.T) (name, upstream string) {
 			return
 		}
 		defer c.Close(context.Background())
-		c.Exec(context.Background(), "DROP OWNED BY "+name)
-		c.Exec(context.Background(), "DROP ROLE "+name)
+		c.Exec(context.Background(), "DROP OWNED BY "+query+", "+ledger)
+		c.Exec(context.Background(), "DROP ROLE "+query+", "+ledger)
 	})
 	u, err := url.Parse(env.upstream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.User = url.UserPassword(name, "ck-pw")
-	return name, u.String()
+	u.User = url.UserPassword(query, "ck-pw")
+	queryURL = u.String()
+	u.User = url.UserPassword(ledger, "ck-pw")
+	return query, queryURL, ledger, u.String()
 }
 
 const checkConfigTemplate = `
 upstream: UPSTREAM
+LEDGER
 auth:
   method: trust
   users:
@@ -740,12 +746,16 @@ const goodTables = `  public.orders:
       region: {public_values: [north, south, east, west]}
   public.products: {public: true}`
 
-// runCheckConfig runs the binary's check-config on a configuration and
-// returns its exit code and output.
-func runCheckConfig(t *testing.T, bin, upstream, tables string) (int, string) {
+// runCheckConfig runs the binary's check-config on a configuration with
+// upstream and, unless "", ledger_upstream, and returns its exit code and
+// output.
+func runCheckConfig(t *testing.T, bin, upstream, ledger, tables string) (int, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "dpproxy.yaml")
-	yaml := strings.Replace(strings.Replace(checkConfigTemplate, "UPSTREAM", upstream, 1), "TABLES", tables, 1)
+	if ledger != "" {
+		ledger = "ledger_upstream: " + ledger
+	}
+	yaml := strings.NewReplacer("UPSTREAM", upstream, "LEDGER", ledger, "TABLES", tables).Replace(checkConfigTemplate)
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -764,26 +774,119 @@ func runCheckConfig(t *testing.T, bin, upstream, tables string) (int, string) {
 }
 
 func testCheckConfig(t *testing.T, bin string) {
-	role, upstream := checkRole(t)
-
-	t.Run("ok", func(t *testing.T) {
-		code, out := runCheckConfig(t, bin, upstream, goodTables)
-		if code != 0 {
-			t.Fatalf("exit %d, want 0:\n%s", code, out)
+	role, upstream, ledgerRole, ledger := checkRoles(t)
+	// grant runs stmt as the superuser and undoes it with undo when the
+	// subtest ends.
+	grant := func(t *testing.T, stmt, undo string) {
+		t.Helper()
+		admin := direct(t)
+		if _, err := admin.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
 		}
-		for _, w := range []string{
-			"the file is valid",
-			"role " + role,
-			"public.orders: private, unit customer_id, at most 4 groups per unit and 8 rows per unit per group; amount in [0, 500]; region public values north, south, east, west",
-			"public.products: public",
-			"privileges: " + role + " reads all 2 configured tables and can write none of them",
-			"ledger: schema dpproxy",
-			"OK: the upstream matches the configuration",
-		} {
+		t.Cleanup(func() {
+			if _, err := admin.Exec(context.Background(), undo); err != nil {
+				t.Errorf("%s: %v", undo, err)
+			}
+		})
+	}
+	wantAll := func(t *testing.T, out string, want ...string) {
+		t.Helper()
+		for _, w := range want {
 			if !strings.Contains(out, w) {
 				t.Errorf("output lacks %q:\n%s", w, out)
 			}
 		}
+	}
+
+	t.Run("ok", func(t *testing.T) {
+		code, out := runCheckConfig(t, bin, upstream, ledger, goodTables)
+		if code != 0 {
+			t.Fatalf("exit %d, want 0:\n%s", code, out)
+		}
+		wantAll(t, out,
+			"the file is valid",
+			"role "+role,
+			"ledger_upstream: database ",
+			"role "+ledgerRole,
+			"public.orders: private, unit customer_id, at most 4 groups per unit and 8 rows per unit per group; amount in [0, 500]; region public values north, south, east, west",
+			"public.products: public",
+			"privileges: "+role+" reads all 2 configured tables, can write none of them and cannot reach the ledger",
+			"ledger: schema dpproxy",
+			"role "+ledgerRole+" can charge it",
+			"OK: the upstream matches the configuration",
+		)
+	})
+
+	t.Run("the test harness's roles pass", func(t *testing.T) {
+		code, out := runCheckConfig(t, bin, env.roles.QueryURL, env.roles.LedgerURL, goodTables)
+		if code != 0 {
+			t.Fatalf("exit %d, want 0:\n%s", code, out)
+		}
+	})
+
+	// One DSN for queries and the ledger is the demo's set-up: refused,
+	// whether ledger_upstream is absent or repeats upstream.
+	for _, tc := range []struct{ name, ledger string }{{"one DSN", ""}, {"ledger_upstream equal to upstream", ledger}} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := runCheckConfig(t, bin, ledger, tc.ledger, goodTables)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1:\n%s", code, out)
+			}
+			wantAll(t, out, "ledger_upstream: absent or the same as upstream: role "+ledgerRole+" both runs analysts' statements and may change budgets", "that is for a demo only")
+		})
+	}
+
+	t.Run("query role reaches the ledger", func(t *testing.T) {
+		grant(t, "GRANT USAGE ON SCHEMA dpproxy TO "+role+"; GRANT SELECT, UPDATE ON dpproxy.budgets TO "+role,
+			"REVOKE USAGE ON SCHEMA dpproxy FROM "+role+"; REVOKE SELECT, UPDATE ON dpproxy.budgets FROM "+role)
+		code, out := runCheckConfig(t, bin, upstream, ledger, goodTables)
+		if code != 1 {
+			t.Fatalf("exit %d, want 1:\n%s", code, out)
+		}
+		wantAll(t, out, "found 1 problem(s)",
+			"upstream: role "+role+" can reach the ledger (SELECT ON dpproxy.budgets, UPDATE ON dpproxy.budgets), so a statement on a query connection could change budgets",
+			"(REVOKE ALL ON SCHEMA dpproxy FROM "+role+")")
+	})
+
+	t.Run("query role can create in schema dpproxy", func(t *testing.T) {
+		grant(t, "GRANT CREATE ON SCHEMA dpproxy TO "+role, "REVOKE CREATE ON SCHEMA dpproxy FROM "+role)
+		code, out := runCheckConfig(t, bin, upstream, ledger, goodTables)
+		if code != 1 {
+			t.Fatalf("exit %d, want 1:\n%s", code, out)
+		}
+		wantAll(t, out, "upstream: role "+role+" can reach the ledger (CREATE ON SCHEMA dpproxy)", "REVOKE ALL ON SCHEMA dpproxy FROM "+role)
+	})
+
+	t.Run("PUBLIC reaches the ledger", func(t *testing.T) {
+		grant(t, "GRANT USAGE ON SCHEMA dpproxy TO PUBLIC; GRANT TRIGGER ON dpproxy.budgets TO PUBLIC",
+			"REVOKE USAGE ON SCHEMA dpproxy FROM PUBLIC; REVOKE TRIGGER ON dpproxy.budgets FROM PUBLIC")
+		code, out := runCheckConfig(t, bin, upstream, ledger, goodTables)
+		if code != 1 {
+			t.Fatalf("exit %d, want 1:\n%s", code, out)
+		}
+		wantAll(t, out, "role "+role+" can reach the ledger (TRIGGER ON dpproxy.budgets)", "(REVOKE ALL ON SCHEMA dpproxy FROM PUBLIC)")
+	})
+
+	t.Run("query role is a member of the ledger role", func(t *testing.T) {
+		grant(t, "GRANT "+ledgerRole+" TO "+role, "REVOKE "+ledgerRole+" FROM "+role)
+		code, out := runCheckConfig(t, bin, upstream, ledger, goodTables)
+		if code != 1 {
+			t.Fatalf("exit %d, want 1:\n%s", code, out)
+		}
+		wantAll(t, out, "upstream: role "+role+" can reach the ledger (",
+			"UPDATE ON dpproxy.budgets", "; through role "+ledgerRole+")",
+			"(REVOKE "+ledgerRole+" FROM "+role+")")
+	})
+
+	t.Run("query role may create schemas", func(t *testing.T) {
+		db := strings.TrimPrefix(mustURL(t, env.upstream).Path, "/")
+		grant(t, "GRANT CREATE ON DATABASE "+db+" TO "+role, "REVOKE CREATE ON DATABASE "+db+" FROM "+role)
+		code, out := runCheckConfig(t, bin, upstream, ledger, goodTables)
+		if code != 1 {
+			t.Fatalf("exit %d, want 1:\n%s", code, out)
+		}
+		wantAll(t, out, "upstream: role "+role+" can CREATE schemas in database "+db+": the query role should create nothing",
+			"REVOKE CREATE ON DATABASE "+db+" FROM PUBLIC, "+role)
 	})
 
 	t.Run("schema problems are all listed", func(t *testing.T) {
@@ -794,63 +897,44 @@ func testCheckConfig(t *testing.T, bin string) {
       channel: {lower: 0, upper: 1}
       discount: {lower: 0, upper: 1}
   public.no_such_table: {public: true}`
-		code, out := runCheckConfig(t, bin, upstream, tables)
+		code, out := runCheckConfig(t, bin, upstream, ledger, tables)
 		if code != 1 {
 			t.Fatalf("exit %d, want 1:\n%s", code, out)
 		}
-		for _, w := range []string{
+		wantAll(t, out,
 			"found 4 problem(s)",
 			`tables.public.orders.privacy_unit: column "buyer_id" does not exist in public.orders`,
 			"tables.public.orders.columns.channel: lower/upper bounds need a numeric column, but public.orders.channel is text",
 			"tables.public.orders.columns.discount: column does not exist in public.orders",
 			"tables.public.no_such_table: no such table or view public.no_such_table",
-		} {
-			if !strings.Contains(out, w) {
-				t.Errorf("output lacks %q:\n%s", w, out)
-			}
-		}
+		)
 	})
 
 	t.Run("writable role", func(t *testing.T) {
-		admin := direct(t)
-		if _, err := admin.Exec(ctx, "GRANT INSERT, DELETE ON public.orders TO "+role); err != nil {
-			t.Fatal(err)
-		}
-		defer admin.Exec(ctx, "REVOKE INSERT, DELETE ON public.orders FROM "+role)
-		if _, err := admin.Exec(ctx, "GRANT UPDATE ON public.customers TO "+role); err != nil {
-			t.Fatal(err)
-		}
-		defer admin.Exec(ctx, "REVOKE UPDATE ON public.customers FROM "+role)
-		code, out := runCheckConfig(t, bin, upstream, goodTables)
+		grant(t, "GRANT INSERT, DELETE ON public.orders TO "+role, "REVOKE INSERT, DELETE ON public.orders FROM "+role)
+		grant(t, "GRANT UPDATE ON public.customers TO "+role, "REVOKE UPDATE ON public.customers FROM "+role)
+		code, out := runCheckConfig(t, bin, upstream, ledger, goodTables)
 		if code != 1 {
 			t.Fatalf("exit %d, want 1:\n%s", code, out)
 		}
-		for _, w := range []string{
+		wantAll(t, out,
 			"found 2 problem(s)",
-			"tables.public.orders: role " + role + " can INSERT, DELETE public.orders: the proxy must only read",
-			"role " + role + " can write public.customers: it should write only the ledger",
-		} {
-			if !strings.Contains(out, w) {
-				t.Errorf("output lacks %q:\n%s", w, out)
-			}
-		}
+			"tables.public.orders: role "+role+" can INSERT, DELETE public.orders: the proxy must only read",
+			"role "+role+" can write public.customers: the query role should write nothing",
+		)
 	})
 
 	t.Run("ledger not chargeable", func(t *testing.T) {
-		admin := direct(t)
-		if _, err := admin.Exec(ctx, "REVOKE UPDATE ON dpproxy.budgets FROM "+role); err != nil {
-			t.Fatal(err)
-		}
-		defer admin.Exec(ctx, "GRANT UPDATE ON dpproxy.budgets TO "+role)
-		code, out := runCheckConfig(t, bin, upstream, goodTables)
-		if code != 1 || !strings.Contains(out, "privacy.ledger: role "+role+" cannot charge the ledger: it lacks UPDATE ON dpproxy.budgets") {
+		grant(t, "REVOKE UPDATE ON dpproxy.budgets FROM "+ledgerRole, "GRANT UPDATE ON dpproxy.budgets TO "+ledgerRole)
+		code, out := runCheckConfig(t, bin, upstream, ledger, goodTables)
+		if code != 1 || !strings.Contains(out, "ledger_upstream: role "+ledgerRole+" cannot charge the ledger: it lacks UPDATE ON dpproxy.budgets") {
 			t.Errorf("exit %d, want 1 and a ledger problem:\n%s", code, out)
 		}
 	})
 
 	t.Run("superuser", func(t *testing.T) {
-		code, out := runCheckConfig(t, bin, env.upstream, goodTables)
-		if code != 1 || !strings.Contains(out, "is a superuser: it can write every table") {
+		code, out := runCheckConfig(t, bin, env.upstream, ledger, goodTables)
+		if code != 1 || !strings.Contains(out, "is a superuser: it can write every table, the ledger's too") {
 			t.Errorf("exit %d, want 1 and a superuser problem:\n%s", code, out)
 		}
 	})
@@ -862,7 +946,7 @@ func testCheckConfig(t *testing.T, bin string) {
 		}
 		addr := ln.Addr().String()
 		ln.Close() // nothing listens there now
-		code, out := runCheckConfig(t, bin, "postgres://nobody:hunter2-pw@"+addr+"/x?sslmode=disable&connect_timeout=5", goodTables)
+		code, out := runCheckConfig(t, bin, "postgres://nobody:hunter2-pw@"+addr+"/x?sslmode=disable&connect_timeout=5", ledger, goodTables)
 		if code != 1 || !strings.Contains(out, "upstream: cannot connect with the configured URL") {
 			t.Errorf("exit %d, want 1 and a connection problem:\n%s", code, out)
 		}
@@ -871,8 +955,27 @@ func testCheckConfig(t *testing.T, bin string) {
 		}
 	})
 
+	t.Run("unreachable ledger", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		code, out := runCheckConfig(t, bin, upstream, "postgres://nobody:hunter3-pw@"+addr+"/x?sslmode=disable&connect_timeout=5", goodTables)
+		if code != 1 || !strings.Contains(out, "ledger_upstream: cannot connect with the configured URL") {
+			t.Errorf("exit %d, want 1 and a connection problem:\n%s", code, out)
+		}
+		if !strings.Contains(out, "public.orders: private") {
+			t.Errorf("the query role's checks did not run without the ledger:\n%s", out)
+		}
+		if strings.Contains(out, "hunter3-pw") {
+			t.Errorf("check-config printed the ledger password:\n%s", out)
+		}
+	})
+
 	t.Run("invalid file", func(t *testing.T) {
-		code, out := runCheckConfig(t, bin, upstream, goodTables+"\n    max_rows: 3")
+		code, out := runCheckConfig(t, bin, upstream, ledger, goodTables+"\n    max_rows: 3")
 		if code != 1 || !strings.Contains(out, "configuration is invalid") {
 			t.Errorf("exit %d, want 1 and an invalid configuration:\n%s", code, out)
 		}
@@ -993,7 +1096,15 @@ func testDemo(t *testing.T, bin string) {
 	if err := c.QueryRow(ctx, "SELECT to_regnamespace('dpproxy') IS NOT NULL").Scan(&schema); err != nil || schema {
 		t.Errorf("schema dpproxy left behind (%v)", err)
 	}
-	if !strings.Contains(out.String(), "The demo tables (and the ledger, if the demo created it) are dropped.") {
+	// The demo ran with two roles, and dropped them.
+	if !strings.Contains(out.String(), "(SELECT on the three tables only) and ledger role dpproxy_demo_") {
+		t.Errorf("the demo did not say it created a query role and a ledger role:\n%s", out.String())
+	}
+	var roles int
+	if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'dpproxy\\_demo\\_%'").Scan(&roles); err != nil || roles != 0 {
+		t.Errorf("the demo left %d roles behind (%v)", roles, err)
+	}
+	if !strings.Contains(out.String(), "The demo tables and roles (and the ledger, if the demo created it) are dropped.") {
 		t.Errorf("the demo did not say it cleaned up:\n%s", out.String())
 	}
 }

@@ -27,8 +27,10 @@ const maxListed = 10
 // CheckSchema connects to the upstream with the configured credentials and
 // checks the configuration against it: every configured table and column
 // exists, bounded columns are numeric, the privacy unit exists, and the
-// proxy's role can read the configured tables but write none of them, nor
-// any table outside the ledger's schema dpproxy. It returns a readable
+// query role (upstream) can read the configured tables but write none of
+// them, nor any other table, and can reach nothing in the ledger's schema
+// dpproxy; the ledger role (ledger_upstream) can charge the ledger. One DSN
+// for both roles (the demo's set-up) is a problem. It returns a readable
 // report and an error joining every problem found, each naming the file and
 // the key.
 func CheckSchema(ctx context.Context, cfg *conf.Config) (report []string, err error) {
@@ -39,18 +41,35 @@ func CheckSchema(ctx context.Context, cfg *conf.Config) (report []string, err er
 		return nil, errors.New("upstream: cannot connect with the configured URL (is the server running, are host, port, database and credentials right?)")
 	}
 	defer conn.Close(ctx)
-	c := &checker{cfg: cfg, conn: conn}
+	c := &checker{cfg: cfg, conn: conn, ledgerConn: conn}
+	if !cfg.SharedLedger() {
+		lconn, err := pgx.Connect(ctx, cfg.LedgerUpstream.Reveal())
+		if err != nil {
+			c.ledgerConn = nil
+			c.problems = append(c.problems, errors.New("ledger_upstream: cannot connect with the configured URL (is the server running, are host, port, database and credentials right?)"))
+		} else {
+			defer lconn.Close(ctx)
+			c.ledgerConn = lconn
+		}
+	}
 	c.run(ctx)
 	return c.report, errors.Join(c.problems...)
 }
 
 type checker struct {
 	cfg      *conf.Config
-	conn     *pgx.Conn
+	conn     *pgx.Conn // the query role's
 	report   []string
 	problems []error
-	role     string
+	role     string // the query role
+	db       string
 	super    bool
+
+	// ledgerConn is the ledger role's connection: conn itself when the
+	// configuration has one DSN, nil when it cannot connect.
+	ledgerConn  *pgx.Conn
+	ledgerRole  string
+	ledgerSuper bool
 }
 
 func (c *checker) say(format string, args ...any) {
@@ -71,17 +90,39 @@ func (c *checker) fail(what string, err error) {
 	c.problems = append(c.problems, fmt.Errorf("upstream: %s: %w", what, err))
 }
 
+// ledgerKey is the configuration key that names the ledger role.
+func (c *checker) ledgerKey() string {
+	if c.cfg.SharedLedger() {
+		return "upstream"
+	}
+	return "ledger_upstream"
+}
+
 func (c *checker) run(ctx context.Context) {
-	var version, db string
+	var version string
 	err := c.conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_user, current_database(),
-		(SELECT rolsuper FROM pg_roles WHERE rolname = current_user)`).Scan(&version, &c.role, &db, &c.super)
+		(SELECT rolsuper FROM pg_roles WHERE rolname = current_user)`).Scan(&version, &c.role, &c.db, &c.super)
 	if err != nil {
 		c.fail("reading the server version and role", err)
 		return
 	}
-	c.say("upstream: PostgreSQL %s, database %s, role %s", version, db, c.role)
+	c.say("upstream: PostgreSQL %s, database %s, role %s", version, c.db, c.role)
 	if c.super {
-		c.problem("upstream", "role %s is a superuser: it can write every table and bypass every grant; connect as a role that may only SELECT the configured tables (see docs/operations.md)", c.role)
+		c.problem("upstream", "role %s is a superuser: it can write every table, the ledger's too, and bypass every grant; connect as a role that may only SELECT the configured tables (see docs/operations.md)", c.role)
+	}
+	if c.cfg.SharedLedger() {
+		c.ledgerRole, c.ledgerSuper = c.role, c.super
+		c.problem("ledger_upstream", "absent or the same as upstream: role %s both runs analysts' statements and may change budgets, so any statement on a query connection could change them; that is for a demo only: give the ledger a role of its own and set ledger_upstream (see docs/operations.md)", c.role)
+	} else if c.ledgerConn != nil {
+		var ldb string
+		err := c.ledgerConn.QueryRow(ctx, `SELECT current_user, current_database(),
+			(SELECT rolsuper FROM pg_roles WHERE rolname = current_user)`).Scan(&c.ledgerRole, &ldb, &c.ledgerSuper)
+		if err != nil {
+			c.fail("reading the ledger role", err)
+			c.ledgerConn = nil
+		} else {
+			c.say("ledger_upstream: database %s, role %s", ldb, c.ledgerRole)
+		}
 	}
 	names := make([]string, 0, len(c.cfg.Tables))
 	for k := range c.cfg.Tables {
@@ -96,10 +137,38 @@ func (c *checker) run(ctx context.Context) {
 	}
 	if !c.super {
 		c.otherWritable(ctx)
+		if !c.cfg.SharedLedger() {
+			c.outOfReach(ctx)
+		}
 	}
-	c.ledger(ctx)
+	if c.ledgerConn != nil {
+		c.ledger(ctx)
+	}
 	if len(c.problems) == 0 {
-		c.say("privileges: %s reads all %d configured tables and can write none of them", c.role, readable)
+		c.say("privileges: %s reads all %d configured tables, can write none of them and cannot reach the ledger", c.role, readable)
+	}
+}
+
+// outOfReach checks that the query role can neither reach schema dpproxy
+// nor create anything in the database (such as a schema dpproxy of its
+// own before the ledger role creates the real one).
+func (c *checker) outOfReach(ctx context.Context) {
+	found, err := ledgerReach(ctx, c.conn)
+	if err != nil {
+		c.fail("reading privileges on schema dpproxy", err)
+		return
+	}
+	if msg := reachProblem(c.role, c.ledgerRole, found); msg != "" {
+		c.problem("upstream", "%s", msg)
+	}
+	var create bool
+	if err := c.conn.QueryRow(ctx, `SELECT has_database_privilege(current_database(), 'CREATE')`).Scan(&create); err != nil {
+		c.fail("reading privileges on the database", err)
+		return
+	}
+	if create {
+		c.problem("upstream", "role %s can CREATE schemas in database %s: the query role should create nothing, not even a schema dpproxy before the ledger role makes its own (REVOKE CREATE ON DATABASE %s FROM PUBLIC, %s; a database owner has it)",
+			c.role, c.db, quoteIdent(c.db), quoteIdent(c.role))
 	}
 }
 
@@ -201,7 +270,7 @@ func (c *checker) privileges(ctx context.Context, key string, t *conf.Table) boo
 }
 
 // otherWritable reports tables outside the configuration and the ledger
-// that the role could change: it may write only its own ledger.
+// that the query role could change (outOfReach reports the ledger's).
 func (c *checker) otherWritable(ctx context.Context) {
 	configured := map[string]bool{}
 	for _, t := range c.cfg.Tables {
@@ -237,7 +306,7 @@ func (c *checker) otherWritable(ctx context.Context) {
 			more = fmt.Sprintf(" and %d more", len(others)-maxListed)
 			others = others[:maxListed]
 		}
-		c.problem("upstream", "role %s can write %s%s: it should write only the ledger (schema dpproxy)", c.role, strings.Join(others, ", "), more)
+		c.problem("upstream", "role %s can write %s%s: the query role should write nothing", c.role, strings.Join(others, ", "), more)
 	}
 	// CREATE on a schema of a configured table lets the role add objects
 	// next to the data it protects.
@@ -263,27 +332,34 @@ func (c *checker) otherWritable(ctx context.Context) {
 	}
 }
 
-// ledger checks that the role can use (or create) the budget ledger.
+// ledger checks that the ledger role can charge the ledger, or create it
+// (the schema, or only its tables in a schema dpproxy it owns).
 func (c *checker) ledger(ctx context.Context) {
-	var exists, canCreate bool
-	err := c.conn.QueryRow(ctx, `SELECT to_regclass('dpproxy.budgets') IS NOT NULL AND to_regclass('dpproxy.charges') IS NOT NULL,
-		has_database_privilege(current_database(), 'CREATE')`).Scan(&exists, &canCreate)
+	key, role := c.ledgerKey(), c.ledgerRole
+	var tables, schema, canCreate bool
+	err := c.ledgerConn.QueryRow(ctx, `SELECT to_regclass('dpproxy.budgets') IS NOT NULL AND to_regclass('dpproxy.charges') IS NOT NULL,
+		to_regnamespace('dpproxy') IS NOT NULL,
+		coalesce((SELECT has_schema_privilege(oid, 'CREATE') FROM pg_namespace WHERE nspname = 'dpproxy'),
+		         has_database_privilege(current_database(), 'CREATE'))`).Scan(&tables, &schema, &canCreate)
 	if err != nil {
 		c.fail("reading the ledger schema", err)
 		return
 	}
-	if !exists {
-		if !canCreate && !c.super {
-			c.problem("privacy.ledger", "schema dpproxy does not exist and role %s cannot create it (GRANT CREATE ON DATABASE ... TO %s, or create it as described in docs/operations.md)", c.role, c.role)
-			return
+	if !tables {
+		switch {
+		case canCreate || c.ledgerSuper:
+			c.say("ledger: no ledger tables in schema dpproxy yet; the proxy creates them on first start")
+		case schema:
+			c.problem(key, "role %s cannot create the ledger's tables in schema dpproxy (ALTER SCHEMA dpproxy OWNER TO %s)", role, quoteIdent(role))
+		default:
+			c.problem(key, "schema dpproxy does not exist and role %s cannot create it (CREATE SCHEMA dpproxy AUTHORIZATION %s, as described in docs/operations.md)", role, quoteIdent(role))
 		}
-		c.say("ledger: schema dpproxy does not exist yet; the proxy creates it on first start")
 		return
 	}
 	// What a charge needs: read and update budgets, append to every other
 	// ledger table (charges, and those later versions add), draw ids.
 	var missing []string
-	rows, err := c.conn.Query(ctx, `
+	rows, err := c.ledgerConn.Query(ctx, `
 		SELECT 'USAGE ON SCHEMA dpproxy' WHERE NOT has_schema_privilege('dpproxy', 'USAGE')
 		UNION ALL
 		SELECT p || ' ON dpproxy.' || c.relname
@@ -303,13 +379,212 @@ func (c *checker) ledger(ctx context.Context) {
 		return
 	}
 	if len(missing) > 0 {
-		c.problem("privacy.ledger", "role %s cannot charge the ledger: it lacks %s (see docs/operations.md)", c.role, strings.Join(missing, ", "))
+		c.problem(key, "role %s cannot charge the ledger: it lacks %s (see docs/operations.md)", role, strings.Join(missing, ", "))
 		return
 	}
 	var analysts int
-	if err := c.conn.QueryRow(ctx, `SELECT count(*) FROM dpproxy.budgets`).Scan(&analysts); err != nil {
+	if err := c.ledgerConn.QueryRow(ctx, `SELECT count(*) FROM dpproxy.budgets`).Scan(&analysts); err != nil {
 		c.fail("reading the ledger", err)
 		return
 	}
-	c.say("ledger: schema dpproxy, %d analysts recorded; role %s can charge it", analysts, c.role)
+	c.say("ledger: schema dpproxy, %d analysts recorded; role %s can charge it", analysts, role)
+}
+
+// ledgerOutOfReach is New's start-up check that no statement on a query
+// connection can change the ledger. With one DSN for both (the demo's
+// set-up, conf.Config.SharedLedger) it warns and goes on; with two it
+// refuses to start when the query role is a superuser or it, or a role it
+// can become, can reach schema dpproxy (reachSQL): setting ledger_upstream
+// asks for the separation, so serving without it would be a silent lie.
+func (s *Server) ledgerOutOfReach(ctx context.Context) error {
+	if s.cfg.SharedLedger() {
+		s.log.Warn("one upstream role for queries and the ledger (ledger_upstream absent or the same as upstream): a statement on a query connection could change budgets; run like this for a demo only (see docs/operations.md, the two upstream roles)")
+		return nil
+	}
+	var role, ledgerRole string
+	var super bool
+	err := s.pool.QueryRow(ctx, `SELECT current_user, (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user)`).Scan(&role, &super)
+	if err == nil {
+		err = s.ledgerDB.QueryRow(ctx, `SELECT current_user`).Scan(&ledgerRole)
+	}
+	if err != nil {
+		return fmt.Errorf("proxy: reading the upstream roles: %w", err)
+	}
+	if super {
+		return fmt.Errorf("proxy: upstream: role %s is a superuser, so a statement on a query connection could change budgets in the ledger; connect as a role that may only SELECT the configured tables (see docs/operations.md)", role)
+	}
+	found, err := ledgerReach(ctx, s.pool)
+	if err != nil {
+		return fmt.Errorf("proxy: reading the query role's privileges on schema dpproxy: %w", err)
+	}
+	if msg := reachProblem(role, ledgerRole, found); msg != "" {
+		return fmt.Errorf("proxy: upstream: %s", msg)
+	}
+	return nil
+}
+
+// querier is what ledgerReach needs of a *pgx.Conn or a *pgxpool.Pool.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// reach is one thing a role can do to the ledger.
+type reach struct {
+	// via holds the privilege: the connection's own role (self), PUBLIC
+	// (public), or a role it can become (SET ROLE, or inherited
+	// membership). The role's own privileges include those it inherits
+	// and PUBLIC's.
+	via          string
+	self, public bool
+	what         string // e.g. "UPDATE ON dpproxy.budgets", "CREATE ON SCHEMA dpproxy"
+}
+
+// reachSQL lists what the connection's role, PUBLIC and every role it is
+// a member of can do to schema dpproxy: own it, CREATE in it, or, with
+// USAGE on it, any privilege on its tables and sequences. TRIGGER and
+// REFERENCES count: a trigger on dpproxy.budgets would run as the ledger
+// role at every charge. USAGE alone is harmless (it shows names, not
+// rows). The has_* functions count the grants of pg_read_all_data and
+// pg_write_all_data too.
+const reachSQL = `
+WITH ns AS (SELECT oid, nspowner FROM pg_catalog.pg_namespace WHERE nspname = 'dpproxy'),
+     r AS (SELECT oid, rolname::text AS name FROM pg_catalog.pg_roles WHERE pg_catalog.pg_has_role(current_user, oid, 'MEMBER')
+           UNION ALL SELECT 0, 'public')
+SELECT r.name, r.oid <> 0 AND r.name = current_user, r.oid = 0, f.what
+FROM r CROSS JOIN ns CROSS JOIN LATERAL (
+	SELECT 'owns schema dpproxy' AS what WHERE ns.nspowner = r.oid
+	UNION ALL
+	SELECT 'CREATE ON SCHEMA dpproxy' WHERE pg_catalog.has_schema_privilege(r.name, ns.oid, 'CREATE')
+	UNION ALL
+	SELECT p || ' ON dpproxy.' || c.relname
+	FROM pg_catalog.pg_class c,
+	     unnest(CASE WHEN c.relkind = 'S' THEN ARRAY['USAGE', 'SELECT', 'UPDATE']
+	                 ELSE ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'] END) AS p
+	WHERE c.relnamespace = ns.oid AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+	  AND pg_catalog.has_schema_privilege(r.name, ns.oid, 'USAGE')
+	  AND CASE WHEN c.relkind = 'S' THEN pg_catalog.has_sequence_privilege(r.name, c.oid, p)
+	           ELSE pg_catalog.has_table_privilege(r.name, c.oid, p) END
+) f
+ORDER BY 2 DESC, 1, f.what <> 'owns schema dpproxy', 4`
+
+// ledgerReach lists what q's role can do to the ledger (reachSQL); none
+// when there is no schema dpproxy. Do not call it for a superuser, who is
+// a member of every role.
+func ledgerReach(ctx context.Context, q querier) ([]reach, error) {
+	rows, err := q.Query(ctx, reachSQL)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (reach, error) {
+		var x reach
+		err := r.Scan(&x.via, &x.self, &x.public, &x.what)
+		return x, err
+	})
+}
+
+// reachProblem describes what role can do to the ledger (found), with the
+// statements that take it away; "" when role can do nothing. ledgerRole
+// may be "" when unknown.
+func reachProblem(role, ledgerRole string, found []reach) string {
+	var own []string // role's own, inherited ones included
+	owner := false
+	fromPublic := map[string]bool{}
+	var vias []string // roles role can become that add to PUBLIC's
+	byVia := map[string][]string{}
+	for _, f := range found {
+		switch {
+		case f.self:
+			own = append(own, f.what)
+			owner = owner || f.what == "owns schema dpproxy"
+		case f.public:
+			fromPublic[f.what] = true
+		}
+	}
+	explained := map[string]bool{}
+	for _, f := range found {
+		if f.self || f.public || fromPublic[f.what] {
+			continue
+		}
+		if byVia[f.via] == nil {
+			vias = append(vias, f.via)
+		}
+		byVia[f.via] = append(byVia[f.via], f.what)
+		explained[f.what] = true
+	}
+	direct := false // role holds something no role it can become gives it
+	for _, w := range own {
+		direct = direct || (!fromPublic[w] && !explained[w])
+	}
+	if len(own) == 0 && len(vias) == 0 {
+		return ""
+	}
+	var can, fix []string
+	if len(own) > 0 {
+		can = append(can, listed(own))
+	}
+	ownSet := map[string]bool{}
+	for _, w := range own {
+		ownSet[w] = true
+	}
+	for _, v := range vias {
+		var extra []string // what role itself does not hold (NOINHERIT, ownership)
+		for _, w := range byVia[v] {
+			if !ownSet[w] {
+				extra = append(extra, w)
+			}
+		}
+		if len(extra) == 0 {
+			can = append(can, "through role "+v)
+		} else {
+			can = append(can, "through role "+v+": "+listed(extra))
+		}
+	}
+	if ledgerRole == role {
+		fix = append(fix, "ledger_upstream connects as the same role: give the ledger a role of its own, see docs/operations.md")
+	} else {
+		if owner {
+			to := "the ledger role"
+			if ledgerRole != "" {
+				to = quoteIdent(ledgerRole)
+			}
+			fix = append(fix, "ALTER SCHEMA dpproxy OWNER TO "+to)
+		}
+		var from []string
+		if len(fromPublic) > 0 {
+			from = append(from, "PUBLIC")
+		}
+		if direct {
+			from = append(from, quoteIdent(role))
+		}
+		if len(from) > 0 {
+			fix = append(fix, "REVOKE ALL ON SCHEMA dpproxy FROM "+strings.Join(from, ", "))
+		}
+		for _, v := range vias {
+			fix = append(fix, "REVOKE "+quoteIdent(v)+" FROM "+quoteIdent(role))
+		}
+	}
+	return fmt.Sprintf("role %s can reach the ledger (%s), so a statement on a query connection could change budgets; the query role must reach nothing in schema dpproxy (%s)",
+		role, strings.Join(can, "; "), strings.Join(fix, "; "))
+}
+
+// listed joins up to maxListed items, saying how many more there are.
+func listed(items []string) string {
+	if len(items) > maxListed {
+		return fmt.Sprintf("%s and %d more", strings.Join(items[:maxListed], ", "), len(items)-maxListed)
+	}
+	return strings.Join(items, ", ")
+}
+
+// quoteIdent quotes name for SQL only when it is not a plain lower-case
+// identifier, so that the statements in problems read naturally and run.
+func quoteIdent(name string) string {
+	for i, r := range name {
+		if !(r == '_' || (r >= 'a' && r <= 'z') || (i > 0 && r >= '0' && r <= '9')) {
+			return pgx.Identifier{name}.Sanitize()
+		}
+	}
+	if name == "" {
+		return `""`
+	}
+	return name
 }

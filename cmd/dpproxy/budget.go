@@ -27,8 +27,9 @@ const budgetUsage = `usage:
 `
 
 // budgetCmd is the operator's view of the ledger named by the
-// configuration. It reads the ledger as it is (budget.Attach): it never
-// applies the configured budgets, which only serve does.
+// configuration (ledger_upstream, the ledger role). It reads the ledger as
+// it is (budget.Attach): it never applies the configured budgets, which
+// only serve does.
 func budgetCmd(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("budget", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -52,12 +53,14 @@ func budgetCmd(args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pcfg, err := pgxpool.ParseConfig(cfg.Upstream.Reveal())
+	// The ledger role's DSN: the query role cannot read the ledger.
+	pcfg, err := pgxpool.ParseConfig(cfg.LedgerUpstream.Reveal())
 	if err != nil {
-		return errors.New("budget: upstream: not a valid postgres:// URL or DSN")
+		return errors.New("budget: ledger_upstream: not a valid postgres:// URL or DSN")
 	}
 	pcfg.MaxConns = 2
 	pcfg.ConnConfig.RuntimeParams["application_name"] = "dpproxy-budget"
+	pcfg.ConnConfig.RuntimeParams["search_path"] = "pg_catalog" // as the proxy's ledger pool
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("budget: connect: %w", err)

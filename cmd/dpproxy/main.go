@@ -242,9 +242,15 @@ func runDemo(args []string) error {
 		}
 	}
 	fmt.Println("Loading the sample shop (customers, orders, products) ...")
-	cleanup, err := demo.Install(ctx, upstream)
+	setup, cleanup, err := demo.Install(ctx, upstream)
 	if err != nil {
 		return err
+	}
+	if setup.Shared != "" {
+		fmt.Printf("One upstream role for queries and the ledger (for a demo only): %s.\n", setup.Shared)
+	} else {
+		fmt.Printf("Query role %s (SELECT on the three tables only) and ledger role %s (owns schema dpproxy) created.\n",
+			setup.Roles.QueryRole, setup.Roles.LedgerRole)
 	}
 	defer func() {
 		// ctx is cancelled by now (Ctrl-C): clean up on a fresh one.
@@ -255,10 +261,10 @@ func runDemo(args []string) error {
 			return
 		}
 		if os.Getenv("DPPROXY_UPSTREAM") != "" {
-			fmt.Println("The demo tables (and the ledger, if the demo created it) are dropped.")
+			fmt.Println("The demo tables and roles (and the ledger, if the demo created it) are dropped.")
 		}
 	}()
-	cfg, err := conf.Parse("demo.yaml", demo.ConfigFor(upstream), os.Getenv)
+	cfg, err := conf.Parse("demo.yaml", demo.ConfigFor(setup.Upstream, setup.LedgerUpstream), os.Getenv)
 	if err != nil {
 		return err
 	}

@@ -24,15 +24,17 @@ import (
 //go:embed schema.sql
 var Schema string
 
-// Config is the demo's configuration, with UPSTREAM to be replaced by the
-// database URL. It uses trust authentication: for a local demo only.
+// Config is the demo's configuration, with UPSTREAM and LEDGER_UPSTREAM to
+// be replaced by the query role's and the ledger role's URLs. It uses trust
+// authentication: for a local demo only.
 //
 //go:embed dpproxy.yaml
 var Config string
 
-// ConfigFor returns the demo configuration pointing at upstream.
-func ConfigFor(upstream string) []byte {
-	return []byte(strings.Replace(Config, "UPSTREAM", upstream, 1))
+// ConfigFor returns the demo configuration connecting to upstream for
+// queries and to ledger for the ledger (the same URL for a one-role demo).
+func ConfigFor(upstream, ledger string) []byte {
+	return []byte(strings.NewReplacer("LEDGER_UPSTREAM", ledger, "UPSTREAM", upstream).Replace(Config))
 }
 
 // Marker is the comment the demo puts on its tables.
@@ -74,24 +76,49 @@ func checkForeign(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// Install loads the dataset like Load and returns a function that removes
-// everything the demo created: its tables, and the ledger (schema dpproxy)
-// unless it existed before.
-func Install(ctx context.Context, url string) (cleanup func(context.Context) error, err error) {
+// Setup is what Install made.
+type Setup struct {
+	// Upstream and LedgerUpstream are the URLs the proxy connects with,
+	// those of Roles, or both the URL given to Install when Shared.
+	Upstream, LedgerUpstream string
+	// Roles are the query and ledger roles Install created; nil when
+	// Shared.
+	Roles *Roles
+	// Shared, when not "", says why the demo could not create two roles
+	// and runs with one for queries and the ledger.
+	Shared string
+}
+
+// Install loads the dataset like Load, creates a query role and a ledger
+// role (CreateRoles) as a production set-up would have them, and returns
+// them with a function that removes everything the demo created: its
+// tables, its roles, and the ledger (schema dpproxy) unless it existed
+// before. When the roles cannot be created (schema dpproxy exists, or the
+// URL's role may not create roles), the demo uses url for both, which
+// Setup.Shared explains.
+func Install(ctx context.Context, url string) (setup *Setup, cleanup func(context.Context) error, err error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return nil, fmt.Errorf("demo: connect: %w", err)
+		return nil, nil, fmt.Errorf("demo: connect: %w", err)
 	}
 	var ledgerExisted bool
 	err = conn.QueryRow(ctx, `SELECT to_regnamespace('dpproxy') IS NOT NULL`).Scan(&ledgerExisted)
 	conn.Close(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("demo: inspect schema dpproxy: %w", err)
+		return nil, nil, fmt.Errorf("demo: inspect schema dpproxy: %w", err)
 	}
 	if err := Load(ctx, url); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return func(ctx context.Context) error {
+	setup = &Setup{Upstream: url, LedgerUpstream: url}
+	if ledgerExisted {
+		setup.Shared = "schema dpproxy already exists, so the demo cannot give it to a ledger role of its own"
+	} else if setup.Roles, err = CreateRoles(ctx, url, "dpproxy_demo_"+randomHex(4), tables); err != nil {
+		setup.Shared = err.Error()
+	} else {
+		setup.Upstream, setup.LedgerUpstream = setup.Roles.QueryURL, setup.Roles.LedgerURL
+	}
+	return setup, func(ctx context.Context) error {
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
 			return fmt.Errorf("demo: connect: %w", err)
@@ -103,6 +130,9 @@ func Install(ctx context.Context, url string) (cleanup func(context.Context) err
 		}
 		if _, err := conn.Exec(ctx, drop); err != nil {
 			return fmt.Errorf("demo: drop: %w", err)
+		}
+		if setup.Roles != nil {
+			return setup.Roles.Drop(ctx, url)
 		}
 		return nil
 	}, nil
