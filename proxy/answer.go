@@ -181,7 +181,7 @@ func zcdpCost(spec *releaseSpec) (rho, deltaApprox float64, err error) {
 		return nil
 	}
 	for _, as := range spec.aggs {
-		for _, p := range []part{as.count, as.sum, as.sq} {
+		for _, p := range as.parts() {
 			if err := add(p); err != nil {
 				return 0, 0, err
 			}

@@ -56,41 +56,37 @@ func newError(code, format string, args ...any) *Error {
 // (rewrite.RejectError, budget errors, scram errors, *Error).
 type sqlStater interface{ SQLState() string }
 
-// errorResponse maps any error to an ErrorResponse. Errors that do not carry
-// a SQLSTATE are internal: the client gets XX000 and a generic text; the
-// caller logs the full error.
+// errorResponse maps any error to an ErrorResponse. The outermost error in
+// the chain that carries a SQLSTATE decides: an upstream *pgconn.PgError
+// reaches the client as PostgreSQL raised it only when nothing of the
+// proxy's wraps it (a pass-through statement, which reads no private
+// table); when the proxy wrapped it (a private query that failed in the
+// database, a ledger write), the proxy's own code and message are sent and
+// the upstream text, which could quote a private value, goes to the log
+// only. Errors without a SQLSTATE are internal: the client gets XX000 and a
+// generic text; the caller logs the full error.
 func errorResponse(err error) *pgproto3.ErrorResponse {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		// Only reached for statements that never read a private table (see
-		// session.passThrough); private query failures are replaced first.
-		return &pgproto3.ErrorResponse{
-			Severity: pgErr.Severity, SeverityUnlocalized: pgErr.Severity,
-			Code: pgErr.Code, Message: pgErr.Message, Detail: pgErr.Detail, Hint: pgErr.Hint,
-			Position: pgErr.Position,
-		}
-	}
-	var rej *rewrite.RejectError
-	if errors.As(err, &rej) {
-		return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: rej.Code,
-			Message: rej.Message, Detail: rej.Detail, Hint: rej.Hint, Position: rej.Position}
-	}
 	var s sqlStater
-	if errors.As(err, &s) {
-		// Every error type with a SQLState keeps its Error() text safe for
-		// clients (budget.UnavailableError, for one, keeps its cause apart).
-		msg := err.Error()
-		var pe *Error
-		if errors.As(err, &pe) {
-			msg = pe.Message
-		}
-		r := &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: s.SQLState(), Message: msg}
-		if pe != nil {
-			r.Detail, r.Hint = pe.Detail, pe.Hint
-		}
-		return r
+	if !errors.As(err, &s) {
+		return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: codeInternal, Message: "internal error in dpproxy (details are in the proxy log)"}
 	}
-	return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: codeInternal, Message: "internal error in dpproxy (details are in the proxy log)"}
+	switch e := s.(type) {
+	case *pgconn.PgError:
+		return &pgproto3.ErrorResponse{
+			Severity: e.Severity, SeverityUnlocalized: e.Severity,
+			Code: e.Code, Message: e.Message, Detail: e.Detail, Hint: e.Hint,
+			Position: e.Position,
+		}
+	case *rewrite.RejectError:
+		return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: e.Code,
+			Message: e.Message, Detail: e.Detail, Hint: e.Hint, Position: e.Position}
+	case *Error:
+		return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: e.Code,
+			Message: e.Message, Detail: e.Detail, Hint: e.Hint}
+	}
+	// Every other error type with a SQLState keeps its Error() text safe
+	// for clients (budget.UnavailableError, for one, keeps its cause apart).
+	return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: s.SQLState(), Message: err.Error()}
 }
 
 func fatalResponse(code, msg string) *pgproto3.ErrorResponse {

@@ -53,3 +53,23 @@ func TestErrorResponseMapsEveryErrorType(t *testing.T) {
 		})
 	}
 }
+
+// TestOutermostErrorDecides: when the proxy wraps an upstream error in
+// its own (a private query that failed in the database, a ledger write
+// that failed), the client gets the proxy's code and message, never the
+// upstream's text, which can quote a private value. Only an upstream
+// error the proxy passes on unwrapped (a pass-through statement) is
+// forwarded as PostgreSQL raised it.
+func TestOutermostErrorDecides(t *testing.T) {
+	up := &pgconn.PgError{Severity: "ERROR", Code: "22007", Message: `invalid input syntax for type date: "secret-42"`, Detail: "secret detail"}
+	wrapped := &Error{Code: codeInternal, Message: "the database could not complete this DP query; the charge is kept", cause: up}
+	for _, err := range []error{wrapped, fmt.Errorf("running: %w", wrapped)} {
+		r := errorResponse(err)
+		if r.Code != codeInternal || strings.Contains(r.Message+r.Detail+r.Hint, "secret") {
+			t.Errorf("errorResponse(%v) = %s %q %q: the upstream error leaked through the proxy's", err, r.Code, r.Message, r.Detail)
+		}
+	}
+	if r := errorResponse(fmt.Errorf("pass-through: %w", up)); r.Code != "22007" || r.Message != up.Message {
+		t.Errorf("a pass-through upstream error is not forwarded: %s %q", r.Code, r.Message)
+	}
+}

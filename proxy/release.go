@@ -41,6 +41,10 @@ type aggSpec struct {
 	quantile       *quantileSpec
 }
 
+// parts are every noised part of the aggregate, the one list that checks,
+// charges and notices iterate (a part with LInf 0 is not noised).
+func (as aggSpec) parts() []part { return []part{as.count, as.sum, as.sq} }
+
 // quantileSpec is the exponential mechanism of one quantile aggregate: ε
 // per group (the aggregate's share over the L0 groups a unit may touch,
 // by sequential composition) and the utility's sensitivity.
@@ -126,16 +130,21 @@ func (ss *session) releaseSpec(plan *rewrite.Plan) (*releaseSpec, error) {
 		}
 	}
 	// Check every noised part's parameters now: a share the sampler would
-	// refuse (e.g. an ε below its floor of 2^-50) must fail before the
-	// charge, not after it.
+	// refuse (e.g. an ε below its floor of 2^-50, or a sensitivity that
+	// overflows) must fail before the charge, not after it.
+	parts := []part{spec.sel}
 	for _, as := range spec.aggs {
-		for _, p := range []part{as.count, as.sum} {
-			if p.bound.LInf == 0 {
-				continue
-			}
-			if _, err := mech.StdDev(p.bound.L0, p.bound.LInf, p.share.Epsilon, p.share.Delta); err != nil {
-				return nil, err
-			}
+		parts = append(parts, as.parts()...)
+	}
+	for _, p := range parts {
+		if p.bound.LInf == 0 {
+			continue
+		}
+		if !(p.bound.LInf < math.MaxFloat64) {
+			return nil, newError(codeInvalidParameter, "a sensitivity of this query is not finite: narrow the bounds of its expressions")
+		}
+		if _, err := mech.StdDev(p.bound.L0, p.bound.LInf, p.share.Epsilon, p.share.Delta); err != nil {
+			return nil, err
 		}
 	}
 	return spec, nil

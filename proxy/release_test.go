@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"crypto/rand"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -90,5 +91,39 @@ func TestPostSQLOnlyReadsReleasedValues(t *testing.T) {
 	}
 	if strings.Contains(sql, "orders") {
 		t.Error("post-processing SQL names a table")
+	}
+}
+
+// TestReleaseSpecChecksEveryNoisedPart: every noised part of every
+// aggregate is checked before the charge. The check used to list the count
+// and the sum by hand and forgot variance's sum of squares: with
+// variance(val * 1e150) the squares' sensitivity overflows, the sampler
+// refuses it, and the query failed after it was charged.
+func TestReleaseSpecChecksEveryNoisedPart(t *testing.T) {
+	srv := benchServer(t)
+	for _, q := range []string{
+		"SELECT variance(val * 1e150) FROM events",
+		"SELECT stddev(val * 1e150) FROM events",
+		"SELECT sum(val * 1e300) FROM events",
+		"SELECT avg(val * 1e300) FROM events",
+	} {
+		stmts, err := srv.analyze(q)
+		if err != nil {
+			continue // refused by the analyzer: also before any charge
+		}
+		for _, mech := range []string{"laplace", "gaussian"} {
+			ss := benchSession(srv, io.Discard, mech, 1, 1e-7)
+			if _, err := ss.releaseSpec(stmts[0].Plan); err == nil {
+				t.Errorf("%s (%s): releaseSpec accepted a part the sampler refuses; the query would fail after its charge", q, mech)
+			}
+		}
+	}
+	// A control: an ordinary variance is accepted.
+	stmts, err := srv.analyze("SELECT variance(val) FROM events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := benchSession(srv, io.Discard, "laplace", 1, 1e-7).releaseSpec(stmts[0].Plan); err != nil {
+		t.Errorf("variance(val): %v", err)
 	}
 }
