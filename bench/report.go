@@ -152,7 +152,7 @@ func (r *report) writeProfile(p func(string, ...any), pf *ptProfile) {
 	p("")
 	p("Reading: a pass-through query costs the proxy four loopback socket operations (read the client's message, write it upstream, read the answer, write it back) plus the waits between them, " +
 		"all of which PostgreSQL's direct path does not have; on 2 cores shared with pgbench and PostgreSQL every µs of proxy CPU is taken from them. " +
-		"The proxy's own work per cached pass-through query (shape cache, session, metrics) is the dpproxy row. pgbouncer pays the same system calls from a single-threaded C event loop, without a goroutine scheduler.")
+		"The proxy's own work per cached pass-through query (parse cache, session, metrics) is the dpproxy row. pgbouncer pays the same system calls from a single-threaded C event loop, without a goroutine scheduler.")
 }
 
 // roundRatio is the median over rounds of a[i]/b[i]: timings taken in the

@@ -21,6 +21,11 @@ type CacheKey struct {
 	// (bounds, contribution limits, the budget split), encoded by the
 	// caller.
 	Params string
+	// Settings are the session's values of the settings that change how
+	// PostgreSQL renders the answer's values (TimeZone, DateStyle, ...):
+	// an answer whose group keys were rendered under one time zone is not
+	// the answer under another.
+	Settings string
 }
 
 // Hash is the hex SHA-256 of every field of k, the key of k's answer in
@@ -28,7 +33,7 @@ type CacheKey struct {
 // encoding; ε and δ are encoded as their shortest round-trip decimals.
 func (k CacheKey) Hash() string {
 	var b []byte
-	for _, f := range []string{"dpproxy-answer-v1", k.Analyst, k.Query, decimal(k.Epsilon), decimal(k.Delta), k.Mechanism, k.Params} {
+	for _, f := range []string{"dpproxy-answer-v1", k.Analyst, k.Query, decimal(k.Epsilon), decimal(k.Delta), k.Mechanism, k.Params, k.Settings} {
 		b = strconv.AppendInt(b, int64(len(f)), 10)
 		b = append(b, ':')
 		b = append(b, f...)

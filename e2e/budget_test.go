@@ -103,7 +103,7 @@ func (p *proc) Write(b []byte) (int, error) {
 func startProc(t *testing.T, bin, analyst string, budgetEps float64) *proc {
 	t.Helper()
 	addr := freePort(t)
-	yaml := strings.NewReplacer("LISTEN", addr, "UPSTREAM", env.upstream, "NAME", analyst, "BUDGET", fmt.Sprint(budgetEps)).Replace(procConfig)
+	yaml := strings.NewReplacer("LISTEN", addr, "NAME", analyst, "BUDGET", fmt.Sprint(budgetEps)).Replace(upstreams(procConfig))
 	path := filepath.Join(t.TempDir(), analyst+".yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -181,13 +181,19 @@ func ledgerText(t *testing.T, sql string, args ...any) string {
 func storedAnswers(t *testing.T, analyst string, n int) map[int]string {
 	t.Helper()
 	an := rewrite.New(env.cfg, rewrite.Options{})
+	// The answers were rendered under the server's default settings (the
+	// clients set none), which a fresh connection shows.
+	var settings string
+	if err := direct(t).QueryRow(ctx, rewrite.RenderSettingsSQL).Scan(&settings); err != nil {
+		t.Fatal(err)
+	}
 	byKey := map[string]int{}
 	for q := range n {
 		sts, err := an.Analyze(question(q))
 		if err != nil || len(sts) != 1 {
 			t.Fatalf("analyze %q: %v", question(q), err)
 		}
-		byKey[budget.CacheKey{Analyst: analyst, Query: sts[0].Key, Epsilon: 1, Delta: 1e-7, Mechanism: "laplace"}.Hash()] = q
+		byKey[budget.CacheKey{Analyst: analyst, Query: sts[0].Key, Epsilon: 1, Delta: 1e-7, Mechanism: "laplace", Settings: settings}.Hash()] = q
 	}
 	rows, err := direct(t).Query(ctx, `SELECT key, answer FROM dpproxy.answers WHERE analyst = $1`, analyst)
 	if err != nil {

@@ -193,6 +193,9 @@ func (ss *session) executePortal(ctx context.Context, m *pgproto3.Execute) error
 		return newError("34000", "portal %q does not exist", m.Portal)
 	}
 	max := int(m.MaxRows)
+	if pt.ps.st.ChangesSettings {
+		ss.render = ""
+	}
 	if pt.res == nil && !pt.done {
 		if pt.ps.st.Kind == rewrite.KindPassThrough && max == 0 {
 			pt.done = true

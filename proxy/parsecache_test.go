@@ -1,78 +1,49 @@
 package proxy
 
 import (
-	"strconv"
 	"strings"
 	"testing"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
 
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
-// TestShapeCache: a pass-through SELECT that is sent as written is reused
-// for the same tokens with other constants, and sent with the new text;
-// nothing whose checks read a constant, nothing masked and nothing private
-// is ever answered from a shape.
-func TestShapeCache(t *testing.T) {
+// TestParseCache: an analysis is reused only for the very same text, and
+// what is sent upstream is always the proxy's own deparse of what it
+// checked.
+func TestParseCache(t *testing.T) {
 	srv := benchServer(t)
-	first, err := srv.analyze("SELECT abalance FROM pgbench_accounts WHERE aid = 1")
+	const q = "SELECT abalance FROM pgbench_accounts WHERE aid = 1"
+	first, err := srv.analyze(q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !first[0].Verbatim || first[0].SQL != "SELECT abalance FROM pgbench_accounts WHERE aid = 1" {
-		t.Fatalf("simple public query: Verbatim=%v SQL=%q, want the text as written", first[0].Verbatim, first[0].SQL)
+	if first[0].SQL != "SELECT abalance FROM public.pgbench_accounts WHERE aid = 1" {
+		t.Errorf("analyze(%q).SQL = %q, want the qualified deparse", q, first[0].SQL)
 	}
-	const second = "SELECT abalance FROM pgbench_accounts WHERE aid = 4711"
-	got, err := srv.analyze(second)
+	again, err := srv.analyze(q)
+	if err != nil || again[0] != first[0] {
+		t.Errorf("the same text was analysed again instead of read from the cache")
+	}
+	other, err := srv.analyze("SELECT abalance FROM pgbench_accounts WHERE aid = 4711")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got[0].SQL != second {
-		t.Errorf("shape hit sends %q, want the new text %q", got[0].SQL, second)
+	if other[0] == first[0] || other[0].SQL != "SELECT abalance FROM public.pgbench_accounts WHERE aid = 4711" {
+		t.Errorf("a text with another constant shares an analysis: %q", other[0].SQL)
 	}
-	if srv.shapes.Len() != 1 {
-		t.Errorf("shape cache holds %d entries, want 1", srv.shapes.Len())
-	}
-	// Texts answered by their shape are not kept by text as well: a
-	// client filling in constants would otherwise flood the text cache
-	// with texts never seen again, evicting the analyses worth keeping.
+	// Long texts are not kept, so the cache's memory stays bounded.
 	before := srv.parsed.Len()
-	for i := range 100 {
-		if _, err := srv.analyze("SELECT abalance FROM pgbench_accounts WHERE aid = " + strconv.Itoa(1000+i)); err != nil {
-			t.Fatal(err)
-		}
+	long := "SELECT 1 WHERE 1 = 1" + strings.Repeat(" AND 1 = 1", parseCacheMaxText/10)
+	if _, err := srv.analyze(long); err != nil {
+		t.Fatal(err)
 	}
-	if n := srv.parsed.Len(); n != before {
-		t.Errorf("text cache grew from %d to %d entries on shape hits", before, n)
-	}
-
-	// A check that reads a constant: an allowed setting must not make a
-	// refused one allowed.
-	if _, err := srv.analyze("SELECT current_setting('server_version')"); err != nil {
-		t.Fatalf("readable setting refused: %v", err)
-	}
-	if _, err := srv.analyze("SELECT current_setting('data_directory')"); err == nil {
-		t.Errorf("current_setting('data_directory') accepted after current_setting('server_version'): the shape cache reused a check that reads a constant")
+	if srv.parsed.Len() != before {
+		t.Errorf("a text of %d bytes was cached", len(long))
 	}
 
-	// Masked catalogs are always rewritten.
-	for _, q := range []string{"SELECT reltuples FROM pg_class WHERE relname = 'a'", "SELECT reltuples FROM pg_class WHERE relname = 'b'"} {
-		st, err := srv.analyze(q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st[0].Verbatim || !strings.Contains(st[0].SQL, "-1") {
-			t.Errorf("%s: sent as %q, want the masked rewrite", q, st[0].SQL)
-		}
-	}
-
-	// An unqualified pg_ name the upstream's catalog lacks would resolve
-	// to public upstream: never sent as written.
-	if st, err := srv.analyze("SELECT 1 FROM pg_made_up WHERE 1 = 2"); err == nil && st[0].Verbatim {
-		t.Errorf("pg_made_up (not in pg_catalog) sent as written: %q", st[0].SQL)
-	}
-
-	// Private queries are never shape-cached: constants are part of the
-	// question (the answer cache keys on them).
+	// Private queries: constants are part of the question.
 	a, err := srv.analyze("SELECT count(*) FROM events WHERE val > 1")
 	if err != nil {
 		t.Fatal(err)
@@ -84,92 +55,110 @@ func TestShapeCache(t *testing.T) {
 	if a[0].Kind != rewrite.KindPrivate || a[0].Key == b[0].Key {
 		t.Errorf("two private questions share a key: %q", a[0].Key)
 	}
+}
 
-	// A refusal is never cached under the shape of an allowed statement.
-	if _, err := srv.analyze("SELECT abalance FROM pgbench_accounts WHERE aid = 1; DELETE FROM events"); err == nil {
-		t.Errorf("multi-statement with a DELETE accepted")
+// TestUEscapeCannotReuseAnAnalysis is the regression test of the shape
+// cache hole (issue 11): U&"..." UESCAPE 'c' makes the escape character a
+// string constant, so blanking constants made these two texts one shape.
+// The first names a CTE "events"; the second a CTE "ev!0065nts" and reads
+// the private table events row by row. Each must get its own verdict, and
+// what is sent upstream is the deparse, in which no UESCAPE remains.
+func TestUEscapeCannotReuseAnAnalysis(t *testing.T) {
+	srv := benchServer(t)
+	pairs := [][2]string{
+		{`WITH U&"ev!0065nts" UESCAPE '!' AS (SELECT 1 AS val) SELECT val FROM events`,
+			`WITH U&"ev!0065nts" UESCAPE '#' AS (SELECT 1 AS val) SELECT val FROM events`},
+		{`WITH U&"ev*0065nts" UESCAPE '*' AS (SELECT 1 AS unit_id, 2 AS val) SELECT unit_id, val FROM events WHERE val = 1`,
+			`WITH U&"ev*0065nts" UESCAPE '+' AS (SELECT 1 AS unit_id, 2 AS val) SELECT unit_id, val FROM events WHERE val = 2`},
+		{`SELECT 1 FROM pg_catalog.U&"pg!005fclass" UESCAPE '!'`, `SELECT 1 FROM pg_catalog.U&"pg!005fstats" UESCAPE '!'`},
+	}
+	for _, p := range pairs {
+		allowed, err := srv.analyze(p[0])
+		if err != nil {
+			t.Fatalf("analyze(%q): %v", p[0], err)
+		}
+		for _, st := range allowed {
+			if st.Kind == rewrite.KindPassThrough && strings.Contains(strings.ToUpper(st.SQL), "UESCAPE") {
+				t.Errorf("analyze(%q).SQL = %q: the client's escape syntax reached the upstream text", p[0], st.SQL)
+			}
+		}
+		if got, err := srv.analyze(p[1]); err == nil && got[0].Kind == rewrite.KindPassThrough {
+			t.Errorf("analyze(%q) after %q = pass-through %q, want a refusal", p[1], p[0], got[0].SQL)
+		}
 	}
 }
 
-func TestQueryShape(t *testing.T) {
-	same := [][2]string{
-		{"SELECT a FROM t WHERE b = 1", "SELECT a FROM t WHERE b = 99999"},
-		{"SELECT a FROM t WHERE b = 'x'", "SELECT a FROM t WHERE b = 'it''s'"},
-		{`SELECT "T"."a" FROM "T" WHERE b = 7`, `SELECT "T"."a" FROM "T" WHERE b = 8`},
-	}
-	// Texts the shape cache must not handle at all: their constants are
-	// not plainly delimited, so they are always analysed in full.
-	for _, q := range []string{
-		"SELECT 1 -- comment", "SELECT /* c */ 1", "SELECT $1", "SELECT $$a$$", `SELECT E'a\'b'`,
-		"SELECT B'101'", "SELECT X'1F'", `SELECT U&'d\0061t'`, "SELECT N'x'", "SELECT 1.5", "SELECT 1e5",
-		"SELECT 0x1F", "SELECT 1_000", "SELECT 12345678901", `SELECT "a""b"`, "SELECT 'unterminated",
-		// A NUL ends the text for PostgreSQL's parser (a C string), so the
-		// analyzer refuses it; it must never share a shape with a text
-		// without one (and the blanked constants are written with NULs).
-		"SELECT '\x00' FROM t", "SELECT \x00S\x00 FROM t", "SELECT 1\x00",
+// TestPassThroughSQLIsTheCheckedTree: for every accepted pass-through
+// statement, the text sent upstream parses (with PostgreSQL's own parser,
+// as pg_query embeds it) back to exactly the tree the proxy checked.
+func TestPassThroughSQLIsTheCheckedTree(t *testing.T) {
+	srv := benchServer(t)
+	for i, q := range []string{
+		"SELECT abalance FROM pgbench_accounts WHERE aid = 1",
+		"select E'a\\'b', 'it''s', $$x$$, U&'d\\0061t', X'1F', B'101', 0x1F, 1_000 from pgbench_accounts",
+		"SET TimeZone = 'UTC'", "SET DateStyle TO 'ISO, MDY'", "begin", "commit", "show TimeZone",
+		"SELECT /* a /* nested */ comment */ 1 -- trailing",
+		`SELECT U&"ab!0063" UESCAPE '!' FROM (SELECT 1 AS abc) s`,
 	} {
-		if k, ok := queryShape(q); ok {
-			t.Errorf("queryShape(%q) = %q, want no shape", q, k)
+		stmts, err := srv.analyze(q)
+		if err != nil {
+			t.Fatalf("%d: analyze(%q): %v", i, q, err)
 		}
-	}
-	for _, p := range same {
-		a, _ := queryShape(p[0])
-		b, _ := queryShape(p[1])
-		if a != b {
-			t.Errorf("queryShape(%q) != queryShape(%q)", p[0], p[1])
-		}
-	}
-	differ := [][2]string{
-		{"SELECT 'a'''", "SELECT 'a', ''"},
-		{"SELECT t1", "SELECT t2"},
-		{"SELECT a FROM t WHERE b = 1", "SELECT a FROM t WHERE b = -1"},
-		{"SELECT a FROM t WHERE b = 1", "SELECT a FROM t WHERE b = '1'"},
-		{"SELECT a FROM t WHERE b = 1", "SELECT a FROM t WHERE b = $1"},
-		{"SELECT a FROM t", "SELECT a FROM u"},
-		{"SELECT a FROM t", `SELECT a FROM "T"`},
-		{"SELECT 1", "SELECT 1; SELECT 2"},
-	}
-	for _, p := range differ {
-		a, _ := queryShape(p[0])
-		b, _ := queryShape(p[1])
-		if a == b {
-			t.Errorf("queryShape(%q) == queryShape(%q)", p[0], p[1])
+		for _, st := range stmts {
+			if st.Kind != rewrite.KindPassThrough {
+				continue
+			}
+			if st.SQL == q {
+				t.Errorf("analyze(%q).SQL is the client's text, want the proxy's deparse", q)
+			}
+			got, err := pg_query.Parse(st.SQL)
+			if err != nil {
+				t.Fatalf("analyze(%q).SQL = %q does not parse: %v", q, st.SQL, err)
+			}
+			// Names may have been qualified and catalogs masked; the
+			// deparse of the deparse must be stable.
+			again, _ := pg_query.Deparse(got)
+			if again != st.SQL {
+				t.Errorf("deparse of %q is not a fixed point: %q", st.SQL, again)
+			}
 		}
 	}
 }
 
-// FuzzShapeCache checks the shape cache's premise: when two texts have the
-// same shape and one is a Verbatim pass-through statement, analysing the
-// other in full reaches the same decision (allowed, sent as written). If it
-// did not, the cache would answer a statement the analyzer refuses.
-func FuzzShapeCache(f *testing.F) {
+// FuzzParseCache compares the cache's verdict with a fresh analysis of the
+// same text, whatever was analysed before: the same error or none, and the
+// same statements with the same upstream SQL.
+func FuzzParseCache(f *testing.F) {
 	for _, p := range [][2]string{
 		{"SELECT abalance FROM pgbench_accounts WHERE aid = 1", "SELECT abalance FROM pgbench_accounts WHERE aid = 2"},
 		{"SELECT current_setting('server_version')", "SELECT current_setting('data_directory')"},
 		{"SELECT 'a' FROM pgbench_accounts", "SELECT 'x''; DELETE FROM events; --' FROM pgbench_accounts"},
+		{`WITH U&"ev!0065nts" UESCAPE '!' AS (SELECT 1 AS val) SELECT val FROM events`, `WITH U&"ev!0065nts" UESCAPE '#' AS (SELECT 1 AS val) SELECT val FROM events`},
 		{"SELECT relname FROM pg_class WHERE relname = 'a'", "SELECT relname FROM pg_class WHERE relname = 'b'"},
-		{"SELECT 1 LIMIT 1", "SELECT 1 LIMIT 2"},
-		{"SELECT typname FROM pg_type WHERE oid = 25", "SELECT typname FROM pg_type WHERE oid = 999999999"},
+		{"SELECT count(*) FROM events WHERE val > 1", "SELECT count(*) FROM events WHERE val > 2"},
+		{"SELECT '\x00' FROM pgbench_accounts", "SELECT '' FROM pgbench_accounts"},
 	} {
 		f.Add(p[0], p[1])
 	}
 	srv := benchServer(f)
 	f.Fuzz(func(t *testing.T, a, b string) {
-		sa, oka := queryShape(a)
-		sb, okb := queryShape(b)
-		if !oka || !okb || sa != sb {
-			return
-		}
-		first, err := srv.analyzer.Analyze(a)
-		if err != nil || len(first) != 1 || !first[0].Verbatim {
-			return
-		}
-		second, err := srv.analyzer.Analyze(b)
-		if err != nil {
-			t.Fatalf("%q is Verbatim, %q has the same shape but is refused: %v", a, b, err)
-		}
-		if len(second) != 1 || !second[0].Verbatim || second[0].Kind != first[0].Kind {
-			t.Fatalf("%q is Verbatim, %q has the same shape but is analysed differently", a, b)
+		for _, q := range []string{a, b, a} {
+			cached, cerr := srv.analyze(q)
+			fresh, ferr := srv.analyzer.Analyze(q)
+			if (cerr == nil) != (ferr == nil) {
+				t.Fatalf("analyze(%q): cache says err=%v, a fresh analysis err=%v", q, cerr, ferr)
+			}
+			if len(cached) != len(fresh) {
+				t.Fatalf("analyze(%q): cache has %d statements, fresh %d", q, len(cached), len(fresh))
+			}
+			for i := range cached {
+				if cached[i].Kind != fresh[i].Kind || cached[i].SQL != fresh[i].SQL || cached[i].Key != fresh[i].Key {
+					t.Fatalf("analyze(%q) statement %d: cache (%v, %q) != fresh (%v, %q)", q, i, cached[i].Kind, cached[i].SQL, fresh[i].Kind, fresh[i].SQL)
+				}
+				if cached[i].Plan != nil && cached[i].Plan.SQL != fresh[i].Plan.SQL {
+					t.Fatalf("analyze(%q): cached plan differs from a fresh one", q)
+				}
+			}
 		}
 	})
 }

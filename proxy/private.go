@@ -73,7 +73,11 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 	if plan.NumParams > nparams {
 		return nil, newError("08P01", "the query has %d parameters but %d were bound", plan.NumParams, nparams)
 	}
-	key := budget.CacheKey{Analyst: ss.user.Name, Query: st.Key, Epsilon: ss.epsilon, Delta: ss.delta, Mechanism: ss.mechanism, Params: p.key()}
+	settings, err := ss.renderSettings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key := budget.CacheKey{Analyst: ss.user.Name, Query: st.Key, Epsilon: ss.epsilon, Delta: ss.delta, Mechanism: ss.mechanism, Params: p.key(), Settings: settings}
 	if a, ok := ss.srv.answers.Get(key); ok {
 		ss.cacheHit(ctx)
 		return ss.answerResult(a, true, budget.Spend{}), nil

@@ -167,6 +167,9 @@ func (ss *session) passThrough(ctx context.Context, st *rewrite.Statement) error
 	if st.DropsPrepared {
 		ss.dropAllPrepared()
 	}
+	if st.ChangesSettings {
+		ss.render = ""
+	}
 	defer upstreamTimer(ctx)()
 	mrr := pc.Exec(ctx, st.SQL)
 	for mrr.NextResult() {

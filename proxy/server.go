@@ -60,9 +60,6 @@ type Server struct {
 
 	// parsed caches analysed statements by query text (parsecache.go).
 	parsed *lru.Cache[string, []*rewrite.Statement]
-	// shapes caches Verbatim pass-through statements by token shape
-	// (parsecache.go).
-	shapes *lru.Cache[string, *rewrite.Statement]
 
 	mu        sync.Mutex // guards the fields below
 	listeners map[net.Listener]struct{}
@@ -88,7 +85,6 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: opts.Logger, opts: opts,
 		parsed:    newParseCache(),
-		shapes:    newShapeCache(),
 		lim:       newLimiter(cfg.Limits),
 		metrics:   newMetrics(cfg),
 		creds:     map[string]scram.Credentials{},
@@ -132,10 +128,14 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 		return nil, errors.New("proxy: upstream: not a valid postgres:// URL or DSN")
 	}
 	rp := pcfg.ConnConfig.RuntimeParams
-	// Every query connection is read-only by default and resolves names
-	// the way the rewrite assumes (catalog first, then public).
-	rp["default_transaction_read_only"] = "on"
-	rp["search_path"] = "public"
+	// Every query connection reads SQL text exactly as pg_query did
+	// (UTF-8, standard_conforming_strings on, ...), is read-only by
+	// default and resolves names the way the rewrite assumes (catalog
+	// first, then public): rewrite.PinnedSettings. As startup parameters
+	// they are also what RESET ALL and DISCARD ALL restore.
+	for k, v := range rewrite.PinnedSettings {
+		rp[k] = v
+	}
 	if rp["application_name"] == "" {
 		rp["application_name"] = "dpproxy"
 	}
@@ -153,11 +153,21 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 	if s.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, fmt.Errorf("proxy: upstream pool: %w", err)
 	}
-	lcfg, _ := pgxpool.ParseConfig(cfg.Upstream.Reveal())
+	// The ledger connects as a role of its own (ledger_upstream), so that
+	// no statement on a query connection can change a budget.
+	lcfg, err := pgxpool.ParseConfig(cfg.LedgerUpstream.Reveal())
+	if err != nil {
+		s.pool.Close()
+		return nil, errors.New("proxy: ledger_upstream: not a valid postgres:// URL or DSN")
+	}
 	// A fresh private query holds one ledger connection while it runs (its
 	// budget.Claim), so this bounds the fresh private queries in flight.
 	lcfg.MaxConns = 64
 	lcfg.ConnConfig.RuntimeParams["application_name"] = "dpproxy-ledger"
+	// The ledger's SQL qualifies every name: resolving the rest in
+	// pg_catalog only keeps functions and operators other roles created
+	// in public out of the ledger role's statements.
+	lcfg.ConnConfig.RuntimeParams["search_path"] = "pg_catalog"
 	if s.ledgerDB, err = pgxpool.NewWithConfig(ctx, lcfg); err != nil {
 		s.pool.Close()
 		return nil, fmt.Errorf("proxy: ledger pool: %w", err)
@@ -165,6 +175,10 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 	if s.ledger, err = budget.Open(ctx, s.ledgerDB, cfg.Auth.Users, budget.Options{Accounting: cfg.Privacy.Accounting}); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("proxy: ledger: %w", err)
+	}
+	if err := s.ledgerOutOfReach(ctx); err != nil { // check.go
+		s.Close()
+		return nil, err
 	}
 	// Pass-through queries read pg_class and the statistics views through
 	// masks built from the upstream's own column lists (rewrite/mask.go).
@@ -178,32 +192,8 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 		s.Close()
 		return nil, fmt.Errorf("proxy: reading the private tables' column types: %w", err)
 	}
-	rels, err := catalogRelations(ctx, s.pool)
-	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("proxy: reading the upstream's catalog relations: %w", err)
-	}
-	s.analyzer = rewrite.New(cfg, rewrite.Options{CatalogColumns: cols, IntegerColumns: ints, CatalogRelations: rels})
+	s.analyzer = rewrite.New(cfg, rewrite.Options{CatalogColumns: cols, IntegerColumns: ints})
 	return s, nil
-}
-
-// catalogRelations reads the names of the upstream's pg_catalog relations,
-// so that the rewrite resolves unqualified names exactly as PostgreSQL does.
-func catalogRelations(ctx context.Context, pool *pgxpool.Pool) (map[string]bool, error) {
-	rows, err := pool.Query(ctx, rewrite.CatalogRelationsSQL)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	rels := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, err
-		}
-		rels[name] = true
-	}
-	return rels, rows.Err()
 }
 
 // integerColumns reads which columns of the private tables are integers:

@@ -55,6 +55,10 @@ type session struct {
 	// upstreamStmts are the upstream twins of pass-through statements,
 	// by text and parameter types (upstreamstmt.go).
 	upstreamStmts map[string]*upstreamStmt
+	// render holds the current values of rewrite.RenderSettings, part of
+	// the answer cache's key; "" until read, and again after any statement
+	// that may change a setting (settings.go).
+	render string
 
 	// idleSince is when the session last began to wait for a message.
 	idleSince time.Time
@@ -265,16 +269,17 @@ func (ss *session) authenticate(name string) error {
 	return nil
 }
 
-// startupSettings are client startup parameters applied to the upstream
-// session; every other parameter is ignored, as PostgreSQL would reject
-// or the proxy controls it.
-var startupSettings = []string{"application_name", "client_encoding", "DateStyle", "IntervalStyle", "TimeZone", "extra_float_digits"}
-
 // reportedParams are forwarded to the client as ParameterStatus.
 var reportedParams = []string{"server_version", "server_encoding", "client_encoding", "application_name", "DateStyle", "IntervalStyle", "TimeZone", "integer_datetimes", "standard_conforming_strings", "default_transaction_read_only", "in_hot_standby"}
 
 // begin acquires the session's upstream connection and completes startup.
 func (ss *session) begin(params map[string]string) error {
+	names, values, err := startupSettings(params)
+	if err != nil {
+		ss.send(errorResponseFatal(err))
+		ss.flush()
+		return errHandled
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), ss.srv.lim.cfg.AuthTimeout)
 	defer cancel()
 	up, err := ss.srv.pool.Acquire(ctx)
@@ -289,13 +294,6 @@ func (ss *session) begin(params map[string]string) error {
 	ss.srv.upstreams[up.Conn().PgConn()] = ss
 	ss.srv.mu.Unlock()
 
-	var names, values []string
-	for _, k := range startupSettings {
-		if v, ok := params[k]; ok {
-			names = append(names, k)
-			values = append(values, v)
-		}
-	}
 	if len(names) > 0 {
 		// set_config with bound parameters: client values never become SQL text.
 		// QueryExecModeExec (an unnamed statement): pgx's statement cache

@@ -34,17 +34,7 @@ type Options struct {
 	// exact); every other argument is clamped as numeric, so a float
 	// column's rounding cannot break the bound. Missing: all numeric.
 	IntegerColumns map[string]bool
-	// CatalogRelations names every relation of schema pg_catalog on the
-	// upstream (CatalogRelationsSQL reads them). With it the analyzer
-	// knows how PostgreSQL resolves an unqualified name (pg_catalog is
-	// searched first, then public), so a pass-through SELECT that needs no
-	// rewriting can be sent as the client wrote it (Statement.Verbatim).
-	// Nil: every pass-through statement is deparsed with qualified names.
-	CatalogRelations map[string]bool
 }
-
-// CatalogRelationsSQL lists the upstream's pg_catalog relations.
-const CatalogRelationsSQL = `SELECT relname FROM pg_catalog.pg_class WHERE relnamespace = 'pg_catalog'::regnamespace AND relkind IN ('r', 'v', 'm', 'f', 'p')`
 
 // Analyzer classifies and rewrites SQL against one configuration. It holds
 // no mutable state and is safe for concurrent use by many goroutines.
@@ -236,6 +226,15 @@ func (a *Analyzer) statement(src source, raw *pg_query.RawStmt, explainDP bool) 
 	}
 	st.Fingerprint = fp
 	st.Key = key
+	if st.Kind == KindPassThrough && st.SQL == "" {
+		// A session command (SET, SHOW, BEGIN, ...) is sent as the
+		// proxy's deparse of what was checked, never as the client's
+		// bytes: one text, one meaning.
+		if err := faithful(raw.Stmt, key); err != nil {
+			return nil, src.fix(err)
+		}
+		st.SQL = key
+	}
 	if explainDP {
 		st.Key = "EXPLAIN DP " + key
 	}
@@ -249,8 +248,8 @@ func (a *Analyzer) classify(src source, raw *pg_query.RawStmt) (*Statement, erro
 	if err != nil {
 		return nil, err
 	}
-	if st.SQL == "" {
-		st.SQL = text
+	if st.SQL == "" && st.Kind != KindPassThrough {
+		st.SQL = text // for logs and EXPLAIN DP; never sent upstream
 	}
 	return st, nil
 }
@@ -268,7 +267,7 @@ func (a *Analyzer) classifyStmt(raw *pg_query.RawStmt, text string) (*Statement,
 	case *pg_query.Node_TransactionStmt:
 		return transactionStmt(n.TransactionStmt, text)
 	case *pg_query.Node_DiscardStmt:
-		return &Statement{Kind: KindPassThrough, SQL: text, Tag: "DISCARD",
+		return &Statement{Kind: KindPassThrough, Tag: "DISCARD", ChangesSettings: true,
 			DropsPrepared: n.DiscardStmt.Target == pg_query.DiscardMode_DISCARD_ALL}, nil
 	case *pg_query.Node_DeallocateStmt:
 		return &Statement{Kind: KindDeallocate, SQL: text, Tag: "DEALLOCATE", Deallocate: n.DeallocateStmt.Name}, nil

@@ -8,96 +8,6 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// passThroughFuncs are the functions a pass-through query may call, with or
-// without the pg_catalog qualifier: what psql's \d commands, pgJDBC's
-// DatabaseMetaData, Metabase, DBeaver and Superset use to browse the schema
-// (the golden files rewrite/testdata/ok_client_*.sql hold their queries;
-// e2e/clients_test.go runs the clients), plus plain scalar builtins. None
-// reads table sizes, row counts, files, settings or sequences, sleeps,
-// draws random numbers, takes locks or changes state. Anything not listed
-// is refused: a new function must be reviewed before it is added.
-var passThroughFuncs = map[string]bool{
-	// session and server information
-	"version": true, "current_database": true, "current_schema": true, "current_schemas": true,
-	"current_user": true, "session_user": true, "pg_backend_pid": true,
-	// catalog helpers
-	"pg_get_userbyid": true, "format_type": true, "pg_table_is_visible": true, "pg_type_is_visible": true,
-	"pg_function_is_visible": true, "pg_get_expr": true, "pg_get_constraintdef": true, "pg_get_indexdef": true,
-	"pg_get_viewdef": true, "pg_get_triggerdef": true, "pg_get_function_arguments": true,
-	"pg_get_function_result": true, "pg_get_function_identity_arguments": true, "obj_description": true,
-	"col_description": true, "shobj_description": true, "pg_encoding_to_char": true,
-	"has_table_privilege": true, "has_schema_privilege": true, "has_database_privilege": true,
-	"pg_get_keywords": true, "pg_get_partkeydef": true, "pg_get_statisticsobjdef_columns": true,
-	"pg_relation_is_publishable": true, "quote_ident": true,
-	// psql's \d and friends: partition ancestry (relation ids only),
-	// object names and visibility in the search path
-	"pg_partition_ancestors": true, "pg_partition_root": true, "pg_partition_tree": true,
-	"pg_get_ruledef": true, "pg_get_statisticsobjdef": true, "pg_get_serial_sequence": true,
-	"pg_describe_object": true, "pg_identify_object": true,
-	"pg_operator_is_visible": true, "pg_opclass_is_visible": true, "pg_opfamily_is_visible": true,
-	"pg_collation_is_visible": true, "pg_conversion_is_visible": true, "pg_statistics_obj_is_visible": true,
-	"pg_ts_config_is_visible": true, "pg_ts_dict_is_visible": true, "pg_ts_parser_is_visible": true,
-	"pg_ts_template_is_visible": true,
-	// privileges of the proxy's upstream role (Metabase, DBeaver)
-	"has_column_privilege": true, "has_any_column_privilege": true, "has_sequence_privilege": true,
-	"has_function_privilege": true, "has_type_privilege": true, "pg_has_role": true,
-	// formatting only: the size functions that could feed it stay refused
-	"pg_size_pretty": true,
-	// SQLAlchemy's get_columns (Superset) builds identity options as JSON
-	"json_build_object": true, "jsonb_build_object": true, "json_build_array": true, "jsonb_build_array": true,
-	// arrays and aggregates
-	"array_to_string": true, "array_agg": true, "string_agg": true, "unnest": true,
-	"generate_subscripts": true, "array_length": true,
-	// psql's \d walks publication column lists with it; like any large
-	// join of catalogs, a huge series is bounded by limits.statement_timeout
-	"generate_series": true, "array_upper": true, "array_lower": true,
-	"count": true, "sum": true, "min": true, "max": true, "avg": true, "row_number": true,
-	// scalar builtins (the parser writes substring/trim/position/LIKE ESCAPE as these)
-	"lower": true, "upper": true, "length": true, "char_length": true, "substring": true, "substr": true,
-	"trim": true, "btrim": true, "ltrim": true, "rtrim": true, "position": true, "concat": true,
-	"replace": true, "split_part": true, "like_escape": true, "now": true, "current_timestamp": true,
-}
-
-// refusedFuncReasons explain why some well-known functions are refused.
-var refusedFuncReasons = map[string]string{
-	"pg_relation_size":       "it reveals table sizes",
-	"pg_total_relation_size": "it reveals table sizes",
-	"pg_table_size":          "it reveals table sizes",
-	"pg_indexes_size":        "it reveals table sizes",
-	"pg_database_size":       "it reveals table sizes",
-	"random":                 "it draws from the database's generator, which the proxy must not expose",
-	"setseed":                "it could steer sampling inside the database",
-	"set_config":             "it changes session settings",
-	"current_setting":        "it reads settings (only a constant name among the server's version and formatting settings may be read)",
-	"nextval":                "it changes a sequence",
-	"setval":                 "it changes a sequence",
-	"pg_sleep":               "it holds the connection",
-	"pg_read_file":           "it reads server files",
-	"pg_read_binary_file":    "it reads server files",
-	"pg_ls_dir":              "it reads server files",
-	"query_to_xml":           "it runs a query given as text",
-	"table_to_xml":           "it reads a whole table",
-}
-
-// infoSchemaFuncs are information_schema's helper functions a pass-through
-// query may call (qualified): pgJDBC's getPrimaryKeys, getImportedKeys and
-// getIndexInfo unnest key column numbers with _pg_expandarray.
-var infoSchemaFuncs = map[string]bool{"_pg_expandarray": true}
-
-// readableSettings are the settings current_setting may read in a
-// pass-through query: what clients ask for on connect (the server's
-// version and formatting). Others may hold anything an operator put in
-// them (custom settings, file paths), so current_setting of any other or
-// a computed name is refused.
-var readableSettings = map[string]bool{
-	"server_version": true, "server_version_num": true, "server_encoding": true, "client_encoding": true,
-	"datestyle": true, "intervalstyle": true, "timezone": true, "standard_conforming_strings": true,
-	"integer_datetimes": true, "transaction_isolation": true, "default_transaction_isolation": true,
-	"transaction_read_only": true, "default_transaction_read_only": true, "search_path": true,
-	"max_identifier_length": true, "max_index_keys": true, "application_name": true,
-	"extra_float_digits": true, "lc_collate": true, "lc_ctype": true, "bytea_output": true,
-}
-
 // funcAllowed checks a function call of a pass-through query.
 func funcAllowed(fc *pg_query.FuncCall) error {
 	schema, name := funcName(fc)
@@ -136,12 +46,6 @@ func funcName(fc *pg_query.FuncCall) (schema, name string) {
 	}
 	return strings.Join(parts[:len(parts)-1], "."), parts[len(parts)-1]
 }
-
-// statsValueColumns held the values of extended statistics in
-// pg_statistic_ext before PostgreSQL 12 (n-distinct counts, dependencies,
-// most common values); pg_statistic_ext_data holds them now and is refused.
-var statsValueColumns = map[string]bool{"stxndistinct": true, "stxdependencies": true, "stxmcv": true,
-	"stxdndistinct": true, "stxddependencies": true, "stxdmcv": true, "stxdexpr": true}
 
 // noWrites refuses anything in a query that writes or locks.
 func noWrites(n *pg_query.Node) error {
@@ -183,45 +87,7 @@ func (a *Analyzer) selectStmt(n *pg_query.Node, text string) (*Statement, error)
 	if err != nil {
 		return nil, err
 	}
-	if a.verbatim(n, refs) {
-		return &Statement{Kind: KindPassThrough, SQL: text, Verbatim: true}, nil
-	}
 	return &Statement{Kind: KindPassThrough, SQL: sql}, nil
-}
-
-// verbatim reports whether a validated pass-through SELECT may be sent as
-// the client wrote it: no relation it reads is masked (which needs the
-// rewrite), every unqualified name resolves upstream (search_path public,
-// pg_catalog implicitly first) to what resolve assumed, and no check
-// depends on a constant's value (current_setting's name is checked).
-func (a *Analyzer) verbatim(n *pg_query.Node, refs []*relRef) bool {
-	if a.opts.CatalogRelations == nil {
-		return false
-	}
-	for _, r := range refs {
-		if r.class == relCTE {
-			continue
-		}
-		if r.schema == "pg_catalog" && a.masks[r.name] != nil {
-			return false
-		}
-		if r.rv.Schemaname != "" {
-			continue
-		}
-		if inCatalog := a.opts.CatalogRelations[r.name]; inCatalog != (r.schema == "pg_catalog") {
-			return false
-		}
-	}
-	ok := true
-	walk(n.ProtoReflect(), func(m protoreflect.Message) bool {
-		if fc, isCall := m.Interface().(*pg_query.FuncCall); isCall {
-			if name := fc.Funcname[len(fc.Funcname)-1].GetString_().GetSval(); name == "current_setting" {
-				ok = false
-			}
-		}
-		return ok
-	})
-	return ok
 }
 
 func hasPrivate(refs []*relRef) bool {

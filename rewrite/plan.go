@@ -31,8 +31,12 @@ const (
 // Statement is one analysed SQL statement.
 type Statement struct {
 	Kind Kind
-	// SQL is what to send upstream for KindPassThrough; the original text
-	// of the statement otherwise.
+	// SQL is what to send upstream for KindPassThrough: always SQL the
+	// proxy wrote itself, the deparse of the checked parse tree, verified
+	// to parse back to that tree (never the client's bytes, whose reading
+	// could depend on the session: docs/threat-model.md, "One text, one
+	// meaning"). For other kinds it is the original text of the statement,
+	// which is never sent upstream.
 	SQL string
 	// Key identifies the statement with its constants (the deparsed parse
 	// tree), for the answer cache: same Key, same question.
@@ -52,13 +56,11 @@ type Statement struct {
 	// DropsPrepared is set on DISCARD ALL, which also drops every
 	// prepared statement of the session.
 	DropsPrepared bool
-	// Verbatim is set on a pass-through SELECT whose SQL is the client's
-	// own text: it needed no rewriting (no masked catalog), every name in
-	// it resolves upstream to the relation checked here, and no check
-	// read the value of a constant. Any other statement with the same
-	// tokens but other constants is therefore allowed too, and is sent as
-	// written (the proxy's shape cache relies on this).
-	Verbatim bool
+	// ChangesSettings is set on pass-through statements that may change
+	// the session's settings (SET, RESET, DISCARD, the end of a
+	// transaction or savepoint): the proxy re-reads the settings that
+	// key its answer cache after running one.
+	ChangesSettings bool
 }
 
 // Setting is a dp.* session setting.

@@ -490,13 +490,16 @@ func FuzzRewrite(f *testing.F) {
 	})
 }
 
-func TestSessionStatementsKeepText(t *testing.T) {
+// TestSessionStatementsText: dp.* commands, answered by the proxy, keep
+// their text (for logs); a session command sent upstream is the proxy's
+// deparse of what it checked, never the client's bytes.
+func TestSessionStatementsText(t *testing.T) {
 	a := newTestAnalyzer(t)
 	stmts, err := a.Analyze("SET dp.epsilon = 0.5;  show dp.budget ;SET application_name = 'x'")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"SET dp.epsilon = 0.5", "show dp.budget", "SET application_name = 'x'"}
+	want := []string{"SET dp.epsilon = 0.5", "show dp.budget", "SET application_name TO x"}
 	for i, st := range stmts {
 		if st.SQL != want[i] {
 			t.Errorf("statement %d SQL = %q, want %q", i, st.SQL, want[i])

@@ -7,22 +7,68 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 )
 
-// harmlessSettings may be SET and RESET by a client: they change how
-// results are formatted or how long statements may run, never which rows
-// are read nor how the database samples.
-var harmlessSettings = map[string]bool{
+// settableSettings are the settings a client may change, by SET, RESET
+// or as startup parameters: they change how values are rendered or
+// compared, or how long statements may wait, never how SQL text is parsed,
+// which rows are read, what the proxy's upstream role may do, nor how the
+// database samples. Everything else is pinned: the upstream connections
+// start with the values of PinnedSettings, which RESET and DISCARD ALL
+// restore. Settings that change rendering are part of the answer cache's
+// key (proxy/answer.go), since a cached answer's group keys were rendered
+// under them.
+var settableSettings = map[string]bool{
 	"application_name":                    true,
-	"client_encoding":                     true,
 	"datestyle":                           true,
 	"intervalstyle":                       true,
 	"timezone":                            true,
 	"extra_float_digits":                  true,
+	"lc_monetary":                         true,
+	"lc_numeric":                          true,
+	"lc_time":                             true,
+	"bytea_output":                        true,
 	"statement_timeout":                   true,
 	"lock_timeout":                        true,
 	"idle_in_transaction_session_timeout": true,
 	"client_min_messages":                 true,
-	"bytea_output":                        true,
 }
+
+// RenderSettings are the settable settings that change how PostgreSQL
+// renders or compares the values of an answer; the answer cache keys on
+// their current values.
+var RenderSettings = []string{"DateStyle", "IntervalStyle", "TimeZone", "extra_float_digits", "lc_monetary", "lc_numeric", "lc_time", "bytea_output"}
+
+// RenderSettingsSQL reads the current values of RenderSettings as one
+// text, the answer cache's Settings.
+var RenderSettingsSQL = func() string {
+	var b strings.Builder
+	b.WriteString("SELECT pg_catalog.concat_ws(pg_catalog.chr(31)")
+	for _, name := range RenderSettings {
+		b.WriteString(", pg_catalog.current_setting('" + name + "')")
+	}
+	b.WriteString(")")
+	return b.String()
+}()
+
+// PinnedSettings are set on every upstream query connection at connect
+// time (as startup parameters, so that RESET ALL and DISCARD ALL restore
+// them) and no client can change them: each one changes how PostgreSQL
+// reads the SQL text the proxy sends (client_encoding,
+// standard_conforming_strings, backslash_quote, transform_null_equals) or
+// what the session may do (read-only transactions). pg_query reads text
+// as UTF-8 with standard_conforming_strings on and backslash_quote
+// safe_encoding: the upstream must read it the same way.
+var PinnedSettings = map[string]string{
+	"client_encoding":               "UTF8",
+	"standard_conforming_strings":   "on",
+	"backslash_quote":               "safe_encoding",
+	"transform_null_equals":         "off",
+	"default_transaction_read_only": "on",
+	"search_path":                   "public",
+}
+
+// SettableSetting reports whether a client may change the named setting
+// (any case).
+func SettableSetting(name string) bool { return settableSettings[strings.ToLower(name)] }
 
 // refusedSettingReasons explain the refusal of some well-known settings.
 var refusedSettingReasons = map[string]string{
@@ -32,10 +78,17 @@ var refusedSettingReasons = map[string]string{
 	"session_authorization":         "it would change the upstream role",
 	"default_transaction_read_only": "the upstream session must stay read-only",
 	"transaction_read_only":         "the upstream session must stay read-only",
-	"standard_conforming_strings":   "it changes how the rewritten SQL is read",
+	"standard_conforming_strings":   "it changes how the SQL dpproxy sends is read",
+	"backslash_quote":               "it changes how the SQL dpproxy sends is read",
+	"transform_null_equals":         "it changes the meaning of the SQL dpproxy checked",
+	"row_security":                  "it changes which rows the upstream role reads",
+	"session_replication_role":      "it changes what the upstream session may do",
 }
 
-func settingRefused(name string, loc int32) error {
+// SettingRefused is the refusal of a client's attempt to change a pinned
+// or unknown setting; loc is a node location, or -1.
+func SettingRefused(name string, loc int32) error {
+	name = strings.ToLower(name)
 	reason, ok := refusedSettingReasons[name]
 	if !ok {
 		reason = "only " + allowedSettingsList() + " may be set"
@@ -44,10 +97,34 @@ func settingRefused(name string, loc int32) error {
 }
 
 func allowedSettingsList() string {
-	names := []string{"application_name", "client_encoding", "DateStyle", "IntervalStyle", "TimeZone",
-		"extra_float_digits", "statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout",
-		"client_min_messages", "bytea_output"}
+	names := []string{"application_name", "client_encoding (UTF8 only)", "DateStyle", "IntervalStyle", "TimeZone",
+		"extra_float_digits", "lc_monetary", "lc_numeric", "lc_time", "bytea_output", "statement_timeout", "lock_timeout",
+		"idle_in_transaction_session_timeout", "client_min_messages"}
 	return strings.Join(names, ", ")
+}
+
+// CheckClientEncoding accepts a client encoding only if it is UTF-8 under
+// one of the names PostgreSQL accepts for it. dpproxy parses every text as
+// UTF-8 and its upstream connections always run with client_encoding UTF8:
+// with another client encoding (SJIS, GBK, BIG5, ...) a multibyte
+// character can end in the byte of a backslash or quote, and PostgreSQL
+// would split the text where the proxy saw one string literal. SQL_ASCII
+// is refused too: PostgreSQL would not check the client's bytes.
+func CheckClientEncoding(value string) error {
+	// PostgreSQL compares encoding names ignoring case and every character
+	// that is not a letter or digit (pg_char_to_encoding).
+	var b strings.Builder
+	for _, r := range strings.ToLower(value) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		}
+	}
+	switch b.String() {
+	case "utf8", "unicode":
+		return nil
+	}
+	return reject(CodeUnsupported, -1, "client_encoding %q is not supported: dpproxy accepts only UTF8", value).
+		withHint("Set the client's encoding to UTF8 (PGCLIENTENCODING=UTF8, or SET client_encoding = 'UTF8').")
 }
 
 // setStmt handles SET, SET LOCAL, RESET and RESET ALL.
@@ -58,21 +135,36 @@ func setStmt(n *pg_query.VariableSetStmt, text string) (*Statement, error) {
 	}
 	switch n.Kind {
 	case pg_query.VariableSetKind_VAR_RESET_ALL:
-		return &Statement{Kind: KindPassThrough, SQL: text}, nil
+		return &Statement{Kind: KindPassThrough, ChangesSettings: true}, nil
 	case pg_query.VariableSetKind_VAR_SET_MULTI:
 		switch name {
 		case "transaction", "session characteristics":
 			if err := transactionOptions(n.Args); err != nil {
 				return nil, err
 			}
-			return &Statement{Kind: KindPassThrough, SQL: text}, nil
+			return &Statement{Kind: KindPassThrough}, nil
 		}
 		return nil, reject(CodeForbidden, -1, "SET %s is not allowed", strings.ToUpper(n.Name))
 	}
-	if !harmlessSettings[name] {
-		return nil, settingRefused(name, -1)
+	if name == "client_encoding" {
+		// SET client_encoding / SET NAMES: only UTF-8, which it already is.
+		if n.Kind == pg_query.VariableSetKind_VAR_SET_VALUE {
+			for _, arg := range n.Args {
+				c := arg.GetAConst()
+				if c == nil {
+					return nil, reject(CodeUnsupported, -1, "SET client_encoding takes a constant value")
+				}
+				if err := CheckClientEncoding(constString(c)); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return &Statement{Kind: KindPassThrough, ChangesSettings: true}, nil
 	}
-	return &Statement{Kind: KindPassThrough, SQL: text}, nil
+	if !settableSettings[name] {
+		return nil, SettingRefused(name, -1)
+	}
+	return &Statement{Kind: KindPassThrough, ChangesSettings: true}, nil
 }
 
 func setDP(n *pg_query.VariableSetStmt, name string) (*Statement, error) {
@@ -130,7 +222,17 @@ func showStmt(n *pg_query.VariableShowStmt, text string) (*Statement, error) {
 		}
 		return &Statement{Kind: KindShowDP, Tag: "SHOW", Setting: &Setting{Name: dpName}}, nil
 	}
-	return &Statement{Kind: KindPassThrough, SQL: text}, nil
+	// SHOW ALL and SHOW of server paths or other settings would reveal
+	// what current_setting may not: the same list applies.
+	if !readableSettings[name] {
+		if name == "all" {
+			return nil, reject(CodeForbidden, -1, "SHOW ALL is refused: only some settings may be read").
+				withHint("Settings that can be read: %s.", strings.Join(sortedKeys(readableSettings), ", "))
+		}
+		return nil, reject(CodeForbidden, -1, "SHOW %s is refused: this setting may not be read through dpproxy", name).
+			withHint("Settings that can be read: %s.", strings.Join(sortedKeys(readableSettings), ", "))
+	}
+	return &Statement{Kind: KindPassThrough}, nil
 }
 
 func transactionStmt(n *pg_query.TransactionStmt, text string) (*Statement, error) {
@@ -145,7 +247,9 @@ func transactionStmt(n *pg_query.TransactionStmt, text string) (*Statement, erro
 	default:
 		return nil, reject(CodeForbidden, -1, "two-phase commit (PREPARE TRANSACTION, COMMIT PREPARED, ROLLBACK PREPARED) is refused")
 	}
-	return &Statement{Kind: KindPassThrough, SQL: text}, nil
+	// The end of a transaction (or of a savepoint) may undo SET LOCAL and
+	// SETs made inside it.
+	return &Statement{Kind: KindPassThrough, ChangesSettings: true}, nil
 }
 
 // transactionOptions allows isolation levels, READ ONLY and DEFERRABLE.
