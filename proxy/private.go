@@ -33,6 +33,9 @@ type answer struct {
 
 // params are the client's parameters bound to a statement (extended
 // protocol); nil for the simple protocol.
+// maxParams is the most parameters one Bind can carry (a 16-bit count).
+const maxParams = 65535
+
 type params struct {
 	values  [][]byte
 	formats []int16 // one per value
@@ -72,6 +75,10 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 	}
 	if plan.NumParams > nparams {
 		return nil, newError("08P01", "the query has %d parameters but %d were bound", plan.NumParams, nparams)
+	}
+	if nparams >= maxParams {
+		// The rewrite binds its seed as one more parameter.
+		return nil, newError("54000", "a query over a private table may bind at most %d parameters", maxParams-1)
 	}
 	settings, err := ss.renderSettings(ctx)
 	if err != nil {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"crypto/rand"
+	"errors"
 	"io"
 	"math"
 	"strings"
@@ -125,5 +126,27 @@ func TestReleaseSpecChecksEveryNoisedPart(t *testing.T) {
 	}
 	if _, err := benchSession(srv, io.Discard, "laplace", 1, 1e-7).releaseSpec(stmts[0].Plan); err != nil {
 		t.Errorf("variance(val): %v", err)
+	}
+}
+
+// TestTooManyParametersRefusedBeforeTheCharge: the rewrite appends its own
+// seed parameter, so a private query may bind at most 65,534: with 65,535
+// the seed would be $65536, which the wire protocol cannot carry, and the
+// query failed (XX000) after its charge.
+func TestTooManyParametersRefusedBeforeTheCharge(t *testing.T) {
+	srv := benchServer(t)
+	stmts, err := srv.analyze("SELECT count(*) FROM events WHERE val > $1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := benchSession(srv, io.Discard, "laplace", 1, 1e-7)
+	p := &params{values: make([][]byte, 65535), formats: make([]int16, 65535)}
+	for i := range p.values {
+		p.values[i] = []byte("1")
+	}
+	_, err = ss.privateResult(t.Context(), stmts[0], p, nil)
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Code != "54000" {
+		t.Fatalf("privateResult with 65,535 parameters: %v, want 54000 before anything runs", err)
 	}
 }
