@@ -40,6 +40,12 @@ type attack struct {
 // one must be refused: an ErrorResponse with one of the codes, no row, no
 // charge, no change of the session's dp settings, a usable connection.
 var attacks = []attack{
+	// Numeric overflow as an error oracle (red team, issue 11/12): the
+	// expression fails only when a row takes the branch.
+	{"overflow", `SELECT count(CASE WHEN customer_id = 3 AND amount > 73 THEN amount * 1e131071 END) FROM orders`, "42501", ""},
+	{"overflow", `SELECT CASE WHEN amount > 600 THEN amount * 1e131071 END AS k, count(*) FROM orders GROUP BY 1`, "42501", ""},
+	{"overflow", `SELECT count(CASE WHEN amount > 1 THEN amount * 1e-16000 * 1e-16000 END) FROM orders`, "42501", ""},
+	{"overflow", `SELECT count(DISTINCT CASE WHEN amount > 7 THEN quantity * 1e131071 END) FROM orders`, "42501", ""},
 	// Quoting and case tricks.
 	{"quoting", `SELECT * FROM "orders"`, "42501", ""},
 	{"quoting", `SELECT * FROM ORDERS`, "42501", ""},

@@ -1,0 +1,57 @@
+package rewrite
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestArithmeticCannotOverflow: numeric overflows beyond about 1e131072
+// (and past 16383 digits after the point), only for the rows an
+// expression is evaluated on. With count(CASE WHEN <condition on one
+// person> THEN amount * 1e131071 END) the query failed exactly when the
+// condition held for some row: one exact bit per query at any ε (found by
+// a red-team run). Every arithmetic over private columns, in any position,
+// must have a range and scale that cannot leave numeric's, whatever the
+// rows hold.
+func TestArithmeticCannotOverflow(t *testing.T) {
+	a := newTestAnalyzer(t)
+	for _, q := range []string{
+		"SELECT count(CASE WHEN customer_id = 3 AND amount > 73 THEN amount * 1e131071 END) FROM orders",
+		"SELECT count(DISTINCT CASE WHEN amount > 7 THEN amount * 1e131071 END) FROM orders",
+		"SELECT CASE WHEN amount > 600 THEN amount * 1e131071 END AS k, count(*) FROM orders GROUP BY 1",
+		"SELECT sum(CASE WHEN amount > 600 THEN amount * 1e200 ELSE 0 END) FROM orders",
+		"SELECT count(CASE WHEN amount > $1 THEN amount * $2 END) FROM orders",
+		"SELECT count(amount * 1e-50) FROM orders",
+		"SELECT count(amount * 1e99 * 1e99) FROM orders",
+		"SELECT count(((((((((((((((((amount * 2) * 2) * 2) * 2) * 2) * 2) * 2) * 2) * 2) * 2) * 2) * 2) * 2) * 2) * 2) * 2) * 2) FROM orders",
+	} {
+		_, err := a.Analyze(q)
+		var re *RejectError
+		if !errors.As(err, &re) || re.Code != CodeForbidden {
+			t.Errorf("Analyze(%q) = %v, want a 42501 refusal", q, err)
+		}
+	}
+	for _, q := range []string{
+		"SELECT sum(amount * 2 + 1) FROM orders",
+		"SELECT count(CASE WHEN amount > 7 THEN amount * 1.5 END) FROM orders",
+		"SELECT avg(amount / 100) FROM orders",
+	} {
+		st, err := a.Analyze(q)
+		if err != nil {
+			t.Errorf("Analyze(%q): %v", q, err)
+			continue
+		}
+		if !strings.Contains(st[0].Plan.SQL, "round(") {
+			t.Errorf("Analyze(%q): a non-integer column is not rounded before arithmetic: %s", q, st[0].Plan.SQL)
+		}
+	}
+}
+
+func TestDecimalScale(t *testing.T) {
+	for lit, want := range map[string]int{"1": 0, "1.25": 2, "1e-5": 5, "1.5e3": 0, "1.5E-3": 4, "0.000": 3, "1e5": 0} {
+		if got := decimalScale(lit); got != want {
+			t.Errorf("decimalScale(%q) = %d, want %d", lit, got, want)
+		}
+	}
+}
