@@ -55,3 +55,20 @@ func TestDecimalScale(t *testing.T) {
 		}
 	}
 }
+
+// TestNodesOutsideTheFunctionAllowlist: expressions that pg_query parses
+// as nodes of their own rather than function calls cannot skip the
+// function allowlist (red team: JSON_ARRAY(...) reached a PostgreSQL 15
+// upstream as a call of any function named json_array).
+func TestNodesOutsideTheFunctionAllowlist(t *testing.T) {
+	a := newTestAnalyzer(t)
+	for _, q := range []string{
+		"SELECT JSON_ARRAY(1, 2)", "SELECT JSON_OBJECT('a': 1)", "SELECT JSON_ARRAYAGG(oid) FROM pg_class",
+		"SELECT '{}' IS JSON", "SELECT JSON_ARRAY(SELECT 1)",
+		`SELECT XMLPARSE(DOCUMENT '<a/>')`, "SELECT XMLSERIALIZE(CONTENT '<a/>' AS text)", "SELECT XMLELEMENT(NAME a)",
+	} {
+		if _, err := a.Analyze(q); err == nil {
+			t.Errorf("Analyze(%q) accepted", q)
+		}
+	}
+}

@@ -161,6 +161,17 @@ func (a *Analyzer) passThrough(n *pg_query.Node) (string, error) {
 			err = funcAllowed(x)
 		case *pg_query.ColumnRef:
 			err = passThroughColumn(x)
+		case *pg_query.JsonObjectConstructor, *pg_query.JsonArrayConstructor, *pg_query.JsonArrayQueryConstructor,
+			*pg_query.JsonObjectAgg, *pg_query.JsonArrayAgg, *pg_query.JsonIsPredicate, *pg_query.JsonValueExpr:
+			// PostgreSQL 16 syntax, which pg_query parses as constructor
+			// nodes, not function calls: deparsed, an older upstream would
+			// read JSON_ARRAY(...) as a call of whatever function named
+			// json_array the search path finds, unchecked.
+			err = reject(CodeUnsupported, -1, "SQL/JSON constructors and IS JSON are not supported; use json_build_array, json_build_object or json_agg")
+		case *pg_query.XmlExpr, *pg_query.XmlSerialize:
+			// XMLPARSE and friends call libxml on text: not on the
+			// function allowlist either.
+			err = reject(CodeForbidden, -1, "XML functions are not allowed through dpproxy")
 		}
 		return err == nil
 	})
