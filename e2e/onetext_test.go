@@ -236,6 +236,10 @@ func TestSettingsPinned(t *testing.T) {
 		{"options": "-c TimeZone=UTC -c backslash_quote=on"},
 		{"options": "-B 100"},
 		{"replication": "database"},
+		{"options": "-c default_transaction_isolation=serializable"},
+		{"options": "-c log_statement=none"},
+		{"geqo": "off"},
+		{"Search_Path": "evil"},
 	} {
 		conn, err := dialParams(params)
 		if err == nil {

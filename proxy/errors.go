@@ -75,7 +75,8 @@ func errorResponse(err error) *pgproto3.ErrorResponse {
 		return &pgproto3.ErrorResponse{
 			Severity: e.Severity, SeverityUnlocalized: e.Severity,
 			Code: e.Code, Message: e.Message, Detail: e.Detail, Hint: e.Hint,
-			Position: e.Position,
+			// No Position: PostgreSQL ran the proxy's deparse, not the
+			// client's text, so its offsets point elsewhere in the latter.
 		}
 	case *rewrite.RejectError:
 		return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: e.Code,

@@ -19,9 +19,9 @@ import (
 // startupSettings returns the client's startup parameters to apply to the
 // upstream session, or an error when the client asks for a setting dpproxy
 // pins (search_path, standard_conforming_strings, ...), for a client
-// encoding other than UTF-8, or for something PostgreSQL would run as a
-// backend switch. Unknown parameters are not applied: only what is on the
-// allowlist ever reaches the upstream.
+// encoding other than UTF-8, for any other setting not on the allowlist
+// (PostgreSQL would apply every startup parameter as a setting), or for
+// something PostgreSQL would run as a backend switch.
 func startupSettings(params map[string]string) (names, values []string, err error) {
 	keys := make([]string, 0, len(params))
 	for k := range params {
@@ -29,18 +29,18 @@ func startupSettings(params map[string]string) (names, values []string, err erro
 	}
 	sort.Strings(keys) // deterministic order, and errors
 	add := func(k, v string) error {
-		switch lk := strings.ToLower(k); {
+		lk := strings.ToLower(k)
+		switch {
 		case lk == "client_encoding":
 			// Pinned to UTF8 upstream; accepted only if it is UTF-8.
 			return rewrite.CheckClientEncoding(v)
 		case rewrite.SettableSetting(lk):
 			names, values = append(names, k), append(values, v)
 			return nil
-		case rewrite.PinnedSettings[lk] != "" || lk == "role" || lk == "session_authorization" || lk == "row_security" ||
-			lk == "transaction_read_only" || lk == "session_replication_role" || lk == "seed":
-			return rewrite.SettingRefused(lk, -1)
 		}
-		return nil
+		// PostgreSQL would apply any other parameter as a setting: refuse
+		// it as SET would, rather than let the client believe it applies.
+		return rewrite.SettingRefused(lk, -1)
 	}
 	for _, k := range keys {
 		v := params[k]
