@@ -48,6 +48,21 @@ func (e *Error) SQLState() string { return e.Code }
 
 func (e *Error) Unwrap() error { return e.cause }
 
+// privateFailed is the one error a client gets when a private query
+// fails in the database after its charge, whatever happened: a type
+// error, a timeout, a cancel, a lost connection. Which of these it was can
+// depend on the private rows (a value that fails a cast, a person whose
+// rows make the query slow), so the code and the text are always the
+// same; the operator's log keeps the cause.
+func privateFailed(cause error) *Error {
+	return &Error{Code: codePrivateFailed, Message: privateFailedMessage, cause: cause}
+}
+
+const (
+	codePrivateFailed    = codeInternal
+	privateFailedMessage = "the database could not complete this DP query; the charge is kept"
+)
+
 func newError(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
