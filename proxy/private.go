@@ -100,6 +100,9 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 	if err := ss.checkPost(ctx, plan); err != nil {
 		return nil, err
 	}
+	if err := ss.checkAnswerable(ctx, plan, p, desc.paramOIDs); err != nil {
+		return nil, err
+	}
 	// Claim the question in the ledger (answer.go): a question answered
 	// before, by any proxy sharing the ledger, is answered again for free.
 	claim, cached, err := ss.claimAnswer(ctx, key)
@@ -197,14 +200,8 @@ func (ss *session) runBounded(ctx context.Context, plan *rewrite.Plan, p *params
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
 			ss.log.Warn("rewritten query failed upstream", "code", pgErr.Code)
-			switch pgErr.Code {
-			case codeCanceled:
-				return nil, &Error{Code: codeCanceled, Message: "canceling statement due to user request or statement timeout; the privacy charge is kept", cause: err}
-			case "25P02":
-				return nil, &Error{Code: "25P02", Message: "current transaction is aborted, commands ignored until end of transaction block", cause: err}
-			}
 		}
-		return nil, &Error{Code: codeInternal, Message: "the database failed to run the private query; no value is shown and the privacy charge is kept", cause: err}
+		return nil, privateFailed(err)
 	}
 	return rows, nil
 }
