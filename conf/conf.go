@@ -16,6 +16,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -54,6 +55,10 @@ const (
 	DefaultMaxRowsPerUnit     = 8
 	DefaultLedger             = "postgres"
 	DefaultAccounting         = AccountingBasic
+	// DefaultResponseQuantum and DefaultMaxQueryTime: see Privacy and
+	// docs/threat-model.md, "Timing", for the measurements behind them.
+	DefaultResponseQuantum = 100 * time.Millisecond
+	DefaultMaxQueryTime    = 30 * time.Second
 )
 
 // Secret is a string that never prints: it implements slog.LogValuer and
@@ -145,6 +150,14 @@ type Privacy struct {
 	Ledger             string  `yaml:"ledger"`
 	// Accounting is how charges compose: basic (default) or zcdp.
 	Accounting string `yaml:"accounting"`
+	// ResponseQuantum is the clock of private queries: an answer or error
+	// is released at the end of the slot (a multiple of ResponseQuantum
+	// since the query arrived) in which it became ready, so that its
+	// timing says nothing finer about the rows read.
+	ResponseQuantum time.Duration `yaml:"response_quantum"`
+	// MaxQueryTime cuts a private query off: still running then, it is
+	// cancelled and answered with the one opaque error, charge kept.
+	MaxQueryTime time.Duration `yaml:"max_query_time"`
 }
 
 // Table describes one configured table. Tables not configured are refused.
@@ -249,6 +262,12 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Privacy.Accounting == "" {
 		c.Privacy.Accounting = DefaultAccounting
+	}
+	if c.Privacy.ResponseQuantum == 0 {
+		c.Privacy.ResponseQuantum = DefaultResponseQuantum
+	}
+	if c.Privacy.MaxQueryTime == 0 {
+		c.Privacy.MaxQueryTime = DefaultMaxQueryTime
 	}
 	c.Limits.applyDefaults()
 	if c.Log.Format == "" {
@@ -358,6 +377,12 @@ func (c *Config) validate(getenv func(string) string) error {
 	case AccountingBasic, AccountingZCDP:
 	default:
 		p.add("privacy.accounting", "%q is not one of basic, zcdp", pr.Accounting)
+	}
+	switch {
+	case pr.ResponseQuantum < time.Millisecond || pr.ResponseQuantum > time.Minute:
+		p.add("privacy.response_quantum", "must lie between 1ms and 1m, got %v", pr.ResponseQuantum)
+	case pr.MaxQueryTime < pr.ResponseQuantum:
+		p.add("privacy.max_query_time", "must be at least privacy.response_quantum (%v), got %v", pr.ResponseQuantum, pr.MaxQueryTime)
 	}
 	c.Limits.validate(p)
 	if len(c.Tables) == 0 {

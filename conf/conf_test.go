@@ -194,3 +194,36 @@ func TestLedgerUpstream(t *testing.T) {
 		t.Errorf("no REDACTED in:\n%s", buf.String())
 	}
 }
+
+// TestPrivacyClock: private queries are answered on a fixed clock
+// (privacy.response_quantum) and cut off at privacy.max_query_time.
+func TestPrivacyClock(t *testing.T) {
+	c, err := Parse("good.yaml", []byte(good), env)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if c.Privacy.ResponseQuantum != DefaultResponseQuantum || c.Privacy.MaxQueryTime != DefaultMaxQueryTime {
+		t.Errorf("defaults: response_quantum %v, max_query_time %v; want %v, %v",
+			c.Privacy.ResponseQuantum, c.Privacy.MaxQueryTime, DefaultResponseQuantum, DefaultMaxQueryTime)
+	}
+	set := strings.Replace(good, "delta: 1.0e-8", "delta: 1.0e-8\n  response_quantum: 250ms\n  max_query_time: 10s", 1)
+	if c, err = Parse("good.yaml", []byte(set), env); err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if c.Privacy.ResponseQuantum.Milliseconds() != 250 || c.Privacy.MaxQueryTime.Seconds() != 10 {
+		t.Errorf("set: response_quantum %v, max_query_time %v; want 250ms, 10s", c.Privacy.ResponseQuantum, c.Privacy.MaxQueryTime)
+	}
+	for _, bad := range []struct{ set, want string }{
+		{"response_quantum: -1s", "privacy.response_quantum"},
+		{"response_quantum: 500us", "privacy.response_quantum"},
+		{"response_quantum: 2m", "privacy.response_quantum"},
+		{"max_query_time: -1s", "privacy.max_query_time"},
+		{"response_quantum: 1s\n  max_query_time: 500ms", "privacy.max_query_time"},
+		{"max_query_time: 50ms", "privacy.max_query_time"},
+	} {
+		_, err := Parse("good.yaml", []byte(strings.Replace(good, "delta: 1.0e-8", "delta: 1.0e-8\n  "+bad.set, 1)), env)
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("Parse with %q = %v, want an error naming %s", bad.set, err, bad.want)
+		}
+	}
+}

@@ -12,7 +12,9 @@ func TestLimitsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Limits{MaxConnections: 500, MaxMessageSize: 8 << 20, MaxQueryLength: 1 << 20, AuthTimeout: 30 * time.Second,
-		IdleTimeout: time.Hour, WriteTimeout: time.Minute, StatementTimeout: time.Minute, MaxConcurrentPrivate: 16}
+		IdleTimeout: time.Hour, WriteTimeout: time.Minute, StatementTimeout: time.Minute, MaxConcurrentPrivate: 16,
+		MaxConnectionsPerAnalyst: 50, MaxConcurrentPrivatePerAnalyst: 4, PrivateQueryWait: 30 * time.Second,
+		MaxQueryDepth: 500, MaxQueryTokens: 100_000}
 	if c.Limits != want {
 		t.Errorf("default limits = %v, want %v", c.Limits, want)
 	}
@@ -29,13 +31,20 @@ limits:
   write_timeout: 2m
   statement_timeout: 1500ms
   max_concurrent_private_queries: 3
+  max_connections_per_analyst: 4
+  max_concurrent_private_queries_per_analyst: 2
+  private_query_wait: 5s
+  max_query_depth: 200
+  max_query_tokens: 5000
 `
 	c, err := Parse("l.yaml", []byte(y), env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Limits{MaxConnections: 10, MaxMessageSize: 65536, MaxQueryLength: 4096, AuthTimeout: 5 * time.Second,
-		IdleTimeout: -time.Second, WriteTimeout: 2 * time.Minute, StatementTimeout: 1500 * time.Millisecond, MaxConcurrentPrivate: 3}
+		IdleTimeout: -time.Second, WriteTimeout: 2 * time.Minute, StatementTimeout: 1500 * time.Millisecond, MaxConcurrentPrivate: 3,
+		MaxConnectionsPerAnalyst: 4, MaxConcurrentPrivatePerAnalyst: 2, PrivateQueryWait: 5 * time.Second,
+		MaxQueryDepth: 200, MaxQueryTokens: 5000}
 	if c.Limits != want {
 		t.Errorf("limits = %v, want %v", c.Limits, want)
 	}
@@ -43,15 +52,22 @@ limits:
 
 func TestLimitsRejected(t *testing.T) {
 	cases := map[string]string{
-		"max_connections: -1":                "limits.max_connections",
-		"max_message_size: 2147483647":       "limits.max_message_size",
-		"max_query_length: 9999999":          "limits.max_query_length",
-		"statement_timeout: -5s":             "limits.statement_timeout",
-		"auth_timeout: -1s":                  "limits.auth_timeout",
-		"statement_timeout: 100us":           "limits.statement_timeout",
-		"max_concurrent_private_queries: -2": "limits.max_concurrent_private_queries",
-		"idle_timeout: soon":                 "time.Duration",
-		"max_conections: 3":                  "max_conections",
+		"max_connections: -1":                            "limits.max_connections",
+		"max_message_size: 2147483647":                   "limits.max_message_size",
+		"max_query_length: 9999999":                      "limits.max_query_length",
+		"statement_timeout: -5s":                         "limits.statement_timeout",
+		"auth_timeout: -1s":                              "limits.auth_timeout",
+		"statement_timeout: 100us":                       "limits.statement_timeout",
+		"max_concurrent_private_queries: -2":             "limits.max_concurrent_private_queries",
+		"max_connections_per_analyst: -1":                "limits.max_connections_per_analyst",
+		"max_concurrent_private_queries_per_analyst: -3": "limits.max_concurrent_private_queries_per_analyst",
+		"private_query_wait: -1s":                        "limits.private_query_wait",
+		"max_query_depth: 5000":                          "limits.max_query_depth",
+		"max_query_depth: 3":                             "limits.max_query_depth",
+		"max_query_tokens: -1":                           "limits.max_query_tokens",
+		"max_query_tokens: 99999999":                     "limits.max_query_tokens",
+		"idle_timeout: soon":                             "time.Duration",
+		"max_conections: 3":                              "max_conections",
 	}
 	for line, key := range cases {
 		_, err := Parse("l.yaml", []byte(good+"\nlimits:\n  "+line+"\n"), env)

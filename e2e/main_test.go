@@ -59,6 +59,7 @@ privacy:
   max_epsilon_per_query: 5.0
   delta: 1.0e-7
   mechanism: laplace
+  response_quantum: 1ms # thousands of private queries; timing_test.go runs its own proxies on the clock
 ` + shopTables
 
 // shopTables configures the demo dataset's tables as most tests use them.

@@ -107,6 +107,7 @@ func (c *checker) run(ctx context.Context) {
 		return
 	}
 	c.say("upstream: PostgreSQL %s, database %s, role %s", version, c.db, c.role)
+	c.connections(ctx)
 	if c.super {
 		c.problem("upstream", "role %s is a superuser: it can write every table, the ledger's too, and bypass every grant; connect as a role that may only SELECT the configured tables (see docs/operations.md)", c.role)
 	}
@@ -146,6 +147,33 @@ func (c *checker) run(ctx context.Context) {
 	}
 	if len(c.problems) == 0 {
 		c.say("privileges: %s reads all %d configured tables, can write none of them and cannot reach the ledger", c.role, readable)
+	}
+}
+
+// connections checks the proxy's upstream connections against the
+// server's max_connections, as the proxy does at start (checkLimits): it
+// reports what fits, warns when the proxy would lower
+// limits.max_connections to fit, and is a problem when no connection is
+// left for analysts.
+func (c *checker) connections(ctx context.Context) {
+	capa, err := readCapacity(ctx, c.conn)
+	if err != nil {
+		c.fail("reading max_connections", err)
+		return
+	}
+	l := c.cfg.Limits.WithDefaults()
+	fit, fits := fitConnections(l, capa)
+	switch {
+	case fit < 1:
+		c.problem("limits.max_connections", "no upstream connection left for analysts: %s; raise max_connections on the server", capacityReport(l, capa))
+	case !fits:
+		c.say("warning: limits.max_connections: %s, which leaves %d for analysts: the proxy will serve at most %d sessions (set limits.max_connections to %d, or raise max_connections on the server)",
+			capacityReport(l, capa), fit, fit, fit)
+	default:
+		c.say("connections: %s", capacityReport(l, capa))
+	}
+	if l.MaxConnectionsPerAnalyst >= min(fit, l.MaxConnections) && len(c.cfg.Auth.Users) > 1 {
+		c.say("warning: limits.max_connections_per_analyst (%d) lets one analyst take every connection (%d)", l.MaxConnectionsPerAnalyst, min(fit, l.MaxConnections))
 	}
 }
 

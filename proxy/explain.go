@@ -109,7 +109,18 @@ func (ss *session) explainDP(ctx context.Context, st *rewrite.Statement, paramOI
 		add("Post-processing over the noisy rows dp(dp_c0, ...): SELECT %s%s%s", pp.Targets,
 			map[bool]string{true: " WHERE " + pp.Where}[pp.Where != ""], map[bool]string{true: " ORDER BY " + pp.OrderBy}[pp.OrderBy != ""])
 	}
-	add("Rewritten SQL ($%d is a fresh secret seed per execution):", plan.NumParams+1)
+	if len(plan.Consts) > 0 {
+		// Constants first (rewrite/hoist.go): evaluated before the charge.
+		add("Constants evaluated before any private row is read, nothing charged if they fail:")
+		for _, c := range plan.Consts {
+			if c.Param == 0 {
+				add("  %s (checked, stays inline)", c.SQL)
+			} else {
+				add("  $%d = %s", c.Param, c.SQL)
+			}
+		}
+	}
+	add("Rewritten SQL ($%d is a fresh secret seed per execution):", plan.SeedParam())
 	lines = append(lines, strings.Split(plan.SQL, "\n")...)
 	rows := make([][]string, len(lines))
 	for i, l := range lines {

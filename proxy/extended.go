@@ -32,10 +32,16 @@ type portal struct {
 	ps            *prepared
 	params        *params
 	resultFormats []int16
-	// res and sent keep a result across Execute messages with a row limit.
+	// res and sent keep a proxy's result (a private query's, small)
+	// across Execute messages with a row limit.
 	res  *result
 	sent int
 	done bool
+	// A pass-through portal executed with a row limit streams from a
+	// portal of the proxy's upstream, upName (portal.go): suspended
+	// while it has more rows, lost when the upstream one ended early.
+	upName          string
+	suspended, lost bool
 }
 
 // extendedMessage handles one message of the extended protocol. An error
@@ -62,9 +68,13 @@ func (ss *session) parse(ctx context.Context, m *pgproto3.Parse) error {
 			return newError("42P05", "prepared statement %q already exists", m.Name)
 		}
 	}
-	stmts, err := ss.srv.analyze(m.Query)
+	// Preparing runs pgconn calls, which end the upstream batch.
+	if err := ss.endBatch(ctx); err != nil { // portal.go
+		return err
+	}
+	stmts, err := ss.analyze(ctx, m.Query) // limits.go
 	if err != nil {
-		ss.observeRefused(m.Query, err)
+		ss.observeRefused(refusedText(m.Query, err), err)
 		return err
 	}
 	if len(stmts) > 1 {
@@ -89,7 +99,9 @@ func (ss *session) parse(ctx context.Context, m *pgproto3.Parse) error {
 		}
 		ps.paramOIDs = d.paramOIDs
 		if ps.st.Kind == rewrite.KindPrivate {
-			ps.fields = d.fields
+			if ps.fields, err = ss.outputFields(ctx, ps.st.Plan, d); err != nil { // postdescribe.go
+				return err
+			}
 		} else {
 			ps.fields = textResult([]string{"QUERY PLAN"}, []uint32{oidText}, nil, "").fields
 		}
@@ -135,6 +147,7 @@ func (ss *session) bind(m *pgproto3.Bind) error {
 			rf[i] = formatOf(m.ResultFormatCodes, i)
 		}
 	}
+	ss.closeUpstreamPortal(ss.portals[m.DestinationPortal]) // a portal replaced
 	ss.portals[m.DestinationPortal] = &portal{ps: ps, params: p, resultFormats: rf}
 	ss.send(&pgproto3.BindComplete{})
 	return nil
@@ -196,17 +209,24 @@ func (ss *session) executePortal(ctx context.Context, m *pgproto3.Execute) error
 	if pt.ps.st.ChangesSettings {
 		ss.render = ""
 	}
+	if pt.ps.st.Kind == rewrite.KindPassThrough && (pt.suspended || pt.lost || !pt.done && (max > 0 || ss.upBatch)) {
+		// A row limit, or another portal suspended upstream: stream
+		// from an upstream portal, holding no more than one row
+		// (portal.go).
+		return ss.streamPortal(ctx, m.Portal, pt, m.MaxRows)
+	}
+	if pt.ps.st.Kind != rewrite.KindPassThrough {
+		if err := ss.endBatch(ctx); err != nil {
+			return err
+		}
+	}
 	if pt.res == nil && !pt.done {
-		if pt.ps.st.Kind == rewrite.KindPassThrough && max == 0 {
+		if pt.ps.st.Kind == rewrite.KindPassThrough {
 			pt.done = true
 			return ss.executeUpstream(ctx, pt)
 		}
 		var err error
-		if pt.ps.st.Kind == rewrite.KindPassThrough {
-			pt.res, err = ss.collectUpstream(ctx, pt)
-		} else {
-			pt.res, err = ss.execute(ctx, pt.ps.st, pt.params, pt.ps.paramOIDs)
-		}
+		pt.res, err = ss.execute(ctx, pt.ps.st, pt.params, pt.ps.paramOIDs)
 		if err != nil {
 			pt.done = true
 			return err
@@ -235,45 +255,22 @@ func (ss *session) executeUpstream(ctx context.Context, pt *portal) error {
 	defer upstreamTimer(ctx)()
 	rr := ss.upstream.Conn().PgConn().ExecPrepared(ctx, pt.ps.upstream, pt.params.values, pt.params.formats, pt.resultFormats)
 	if err := ss.relayRows(rr); err != nil {
-		return err
+		return canceled(ctx, err)
 	}
 	ss.sendParameterChanges(false)
 	return nil
 }
 
-// collectUpstream runs a pass-through portal upstream and keeps its rows,
-// for Execute with a row limit. The rows come in the requested formats, so
-// the result's own fields are marked as already converted.
-func (ss *session) collectUpstream(ctx context.Context, pt *portal) (*result, error) {
-	defer upstreamTimer(ctx)()
-	rr := ss.upstream.Conn().PgConn().ExecPrepared(ctx, pt.ps.upstream, pt.params.values, pt.params.formats, pt.resultFormats)
-	r := &result{fields: pt.ps.fields}
-	for rr.NextRow() {
-		vals := rr.Values()
-		row := make([][]byte, len(vals))
-		for i, v := range vals {
-			if v != nil {
-				row[i] = append([]byte{}, v...)
-			}
-		}
-		r.rows = append(r.rows, row)
-	}
-	tag, err := rr.Close()
-	if err != nil {
-		return nil, err
-	}
-	r.tag = tag.String()
-	// Already in the client's formats: send them as they are.
-	pt.resultFormats = nil
-	ss.sendParameterChanges(false)
-	return r, nil
-}
-
 func (ss *session) closeMessage(ctx context.Context, m *pgproto3.Close) error {
 	switch m.ObjectType {
 	case 'S':
+		// Deallocating upstream is a pgconn call, which ends the batch.
+		if err := ss.endBatch(ctx); err != nil {
+			return err
+		}
 		ss.closeStatement(ctx, m.Name)
 	case 'P':
+		ss.closeUpstreamPortal(ss.portals[m.Name])
 		delete(ss.portals, m.Name)
 	default:
 		return newError(codeProtocol, "invalid CLOSE message subtype %d", m.ObjectType)

@@ -25,7 +25,7 @@ import (
 //   - every bound parameter is a valid value of its type (text input or
 //     binary receive), checked by binding it to a statement that reads no
 //     table.
-func (ss *session) checkAnswerable(ctx context.Context, plan *rewrite.Plan, p *params, paramOIDs []uint32) error {
+func (ss *session) checkAnswerable(ctx context.Context, plan *rewrite.Plan, p *params, paramOIDs []uint32, cv *constValues) error {
 	if ss.txStatus() == 'E' {
 		return &Error{Code: "25P02", Message: "current transaction is aborted, commands ignored until end of transaction block"}
 	}
@@ -33,7 +33,7 @@ func (ss *session) checkAnswerable(ctx context.Context, plan *rewrite.Plan, p *p
 	if len(paramOIDs) < n {
 		return newError(codeProtocol, "the query has %d parameters but %d types are known", n, len(paramOIDs))
 	}
-	oids := append(append(make([]uint32, 0, n+1), paramOIDs[:n]...), oidInt8) // the seed is the last parameter
+	_, _, oids := boundParams(plan, p, paramOIDs, cv, [8]byte{}) // the client's, the constants' (consts.go), the seed
 	pc := ss.upstream.Conn().PgConn()
 	key := "bounded\x00" + fmt.Sprint(oids) + "\x00" + plan.SQL
 	if _, ok := ss.srv.describes.Get(key); !ok {

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -29,6 +29,9 @@ type answer struct {
 	// charged is what the first release cost; a cache hit costs nothing.
 	charged sensitivity.Share
 	bounds  string // the per-column error bounds, for the NOTICE
+	// notBefore is when the first asker got it (clock.go): a repeat is
+	// not answered earlier.
+	notBefore time.Time
 }
 
 // params are the client's parameters bound to a statement (extended
@@ -68,6 +71,9 @@ type description struct {
 // privateResult answers a query over a private table: describe, charge,
 // run the bounded rewrite, noise, release.
 func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *params, paramOIDs []uint32) (*result, error) {
+	clk := ss.startClock() // clock.go: the response leaves at the end of a time slot
+	defer ss.stopClock(clk)
+	defer clk.release(ctx)
 	plan := st.Plan
 	nparams := 0
 	if p != nil {
@@ -84,8 +90,15 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 	if err != nil {
 		return nil, err
 	}
-	key := budget.CacheKey{Analyst: ss.user.Name, Query: st.Key, Epsilon: ss.epsilon, Delta: ss.delta, Mechanism: ss.mechanism, Params: p.key(), Settings: settings}
+	// The constants first (consts.go): before the cache, whose key holds
+	// their values, and before the charge.
+	cv, err := ss.evalConstants(ctx, plan, p, paramOIDs)
+	if err != nil {
+		return nil, err
+	}
+	key := budget.CacheKey{Analyst: ss.user.Name, Query: st.Key, Epsilon: ss.epsilon, Delta: ss.delta, Mechanism: ss.srv.cacheMechanism(ss.mechanism), Params: p.key() + cv.key(), Settings: settings}
 	if a, ok := ss.srv.answers.Get(key); ok {
+		clk.after(a.notBefore)
 		ss.cacheHit(ctx)
 		return ss.answerResult(a, true, budget.Spend{}), nil
 	}
@@ -100,7 +113,7 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 	if err := ss.checkPost(ctx, plan); err != nil {
 		return nil, err
 	}
-	if err := ss.checkAnswerable(ctx, plan, p, desc.paramOIDs); err != nil {
+	if err := ss.checkAnswerable(ctx, plan, p, desc.paramOIDs, cv); err != nil {
 		return nil, err
 	}
 	// Claim the question in the ledger (answer.go): a question answered
@@ -110,9 +123,13 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 		return nil, err
 	}
 	defer claim.Release()
+	defer clk.release(ctx) // before the claim goes: a repeat waiting on it is answered no earlier
 	if cached != nil {
 		ss.cacheHit(ctx)
 		return ss.answerResult(cached, true, budget.Spend{}), nil
+	}
+	if err := clk.check(); err != nil {
+		return nil, err
 	}
 	// The charge is durable before anything private is read, and it is kept
 	// whatever happens next: a refund would make failures a side channel.
@@ -124,7 +141,11 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 	if err != nil {
 		return nil, err
 	}
-	rows, err := ss.runBounded(ctx, plan, p, desc.paramOIDs)
+	var rows [][][]byte
+	err = clk.run(ctx, func(ctx context.Context) error { // max_query_time and cancels stop it
+		rows, err = ss.runBounded(ctx, plan, p, desc.paramOIDs, cv)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +159,7 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 		}
 	}
 	// Stored before anyone sees it, or withheld (the charge is kept).
+	a.notBefore = clk.slotEnd(time.Now())
 	if err := ss.storeAnswer(ctx, claim, key, a); err != nil {
 		return nil, err
 	}
@@ -169,23 +191,13 @@ func (ss *session) describe(ctx context.Context, plan *rewrite.Plan, paramOIDs [
 // fresh secret seed (64 bits from crypto/rand) and returns its rows as
 // text. Database errors here could depend on private values, so the client
 // only learns that the query failed.
-func (ss *session) runBounded(ctx context.Context, plan *rewrite.Plan, p *params, paramOIDs []uint32) ([][][]byte, error) {
+func (ss *session) runBounded(ctx context.Context, plan *rewrite.Plan, p *params, paramOIDs []uint32, cv *constValues) ([][][]byte, error) {
 	defer upstreamTimer(ctx)()
 	var seed [8]byte
 	if _, err := rand.Read(seed[:]); err != nil {
 		return nil, err
 	}
-	n := plan.NumParams
-	values := make([][]byte, n+1)
-	formats := make([]int16, n+1)
-	oids := make([]uint32, n+1)
-	for i := range n {
-		values[i], formats[i] = p.values[i], p.formats[i]
-		if i < len(paramOIDs) {
-			oids[i] = paramOIDs[i]
-		}
-	}
-	values[n], oids[n] = strconv.AppendInt(nil, int64(binary.LittleEndian.Uint64(seed[:])), 10), oidInt8
+	values, formats, oids := boundParams(plan, p, paramOIDs, cv, seed) // consts.go
 	end, err := ss.enterPrivate(ctx)
 	if err != nil {
 		return nil, err

@@ -29,15 +29,18 @@ const (
 
 // simpleQuery answers one Query message: every statement is analysed first,
 // so a string mixing allowed and refused parts runs nothing.
-func (ss *session) simpleQuery(sql string) {
+func (ss *session) simpleQuery(ctx context.Context, sql string) {
 	defer func() { ss.send(&pgproto3.ReadyForQuery{TxStatus: ss.txStatus()}) }()
-	stmts, err := ss.srv.analyze(sql)
+	if err := ss.endBatch(ctx); err != nil { // portal.go
+		ss.sendError(err)
+		return
+	}
+	stmts, err := ss.analyze(ctx, sql) // limits.go
 	if err != nil {
-		ss.observeRefused(sql, err)
+		ss.observeRefused(refusedText(sql, err), err)
 		ss.send(errorResponse(err))
 		return
 	}
-	ctx := context.Background()
 	for _, st := range stmts {
 		if err := ss.observed(ctx, st, ss.run); err != nil {
 			ss.sendError(err)
@@ -117,6 +120,13 @@ func (ss *session) execute(ctx context.Context, st *rewrite.Statement, p *params
 	case rewrite.KindShowDP:
 		return ss.showDP(ctx, st)
 	case rewrite.KindPrivate:
+		// The slot is taken before anything is charged: a query refused
+		// for want of one costs nothing (limits.go).
+		release, err := ss.srv.lim.acquirePrivate(ctx, ss.user.Name)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		return ss.privateResult(ctx, st, p, paramOIDs)
 	case rewrite.KindExplainDP:
 		return ss.explainDP(ctx, st, paramOIDs)
@@ -181,12 +191,12 @@ func (ss *session) passThrough(ctx context.Context, st *rewrite.Statement) error
 			if !errors.Is(err, errClientGone) {
 				mrr.Close()
 			}
-			return err
+			return canceled(ctx, err)
 		}
 	}
 	err := mrr.Close()
 	ss.sendParameterChanges(false)
-	return err
+	return canceled(ctx, err)
 }
 
 // errClientGone wraps a failed write to the client while relaying rows; the

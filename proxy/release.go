@@ -72,6 +72,7 @@ func (ss *session) releaseSpec(plan *rewrite.Plan) (*releaseSpec, error) {
 	if err != nil {
 		return nil, newError(codeInvalidParameter, "%v", err)
 	}
+	mech = ss.srv.sampler(mech) // testnoise.go
 	gaussian := ss.mechanism == conf.Gaussian
 	pure := 0
 	for _, a := range plan.Aggregates {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/internal/scram"
+	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
@@ -33,6 +35,12 @@ type Options struct {
 	// AnswerCacheSize is the number of noisy answers kept for repeats
 	// (default 4096).
 	AnswerCacheSize int
+	// TestNoise is for tests only: when set, every release uses
+	// TestNoise(m) instead of the session's mechanism m, e.g.
+	// noisetest.Exact to compare answers with PostgreSQL's exact ones
+	// (e2e/semantic_test.go). No configuration key or flag sets it, and
+	// New refuses it outside a test binary (testnoise.go).
+	TestNoise func(noise.Mechanism) noise.Mechanism
 }
 
 // Server accepts analyst connections. It is safe for concurrent use; Serve
@@ -73,6 +81,9 @@ type cancelKey struct{ pid, secret uint32 }
 // New connects to the upstream, opens the ledger (creating schema dpproxy if
 // missing) and prepares authentication. Callers must call Close.
 func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
+	if err := checkTestNoise(opts); err != nil {
+		return nil, err
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -136,6 +147,10 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 	for k, v := range rewrite.PinnedSettings {
 		rp[k] = v
 	}
+	// Every statement, pass-through included, runs under
+	// limits.statement_timeout; a client may SET only a shorter one
+	// (rewrite.CheckStatementTimeout), and RESET restores this.
+	rp["statement_timeout"] = strconv.FormatInt(s.lim.cfg.StatementTimeout.Milliseconds(), 10)
 	if rp["application_name"] == "" {
 		rp["application_name"] = "dpproxy"
 	}
@@ -150,6 +165,9 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 	pcfg.MaxConns = int32(min(s.lim.cfg.MaxConnections, 1<<20))
 	pcfg.MinConns = 0
 	pcfg.ConnConfig.OnNotice = s.routeNotice
+	// A statement's context ends when its client cancels or goes away:
+	// cancel it upstream rather than break the connection (cancel.go).
+	pcfg.ConnConfig.BuildContextWatcherHandler = cancelUpstreamOnDone
 	if s.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, fmt.Errorf("proxy: upstream pool: %w", err)
 	}
@@ -160,9 +178,11 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 		s.pool.Close()
 		return nil, errors.New("proxy: ledger_upstream: not a valid postgres:// URL or DSN")
 	}
-	// A fresh private query holds one ledger connection while it runs (its
-	// budget.Claim), so this bounds the fresh private queries in flight.
-	lcfg.MaxConns = 64
+	// A private query in progress holds one ledger connection (its
+	// budget.Claim) and one private-query slot: the pool needs about as
+	// many connections as there are slots, and every one more is taken
+	// from the upstream's max_connections.
+	lcfg.MaxConns = int32(ledgerPoolSize(cfg.Limits)) // limits.go
 	lcfg.ConnConfig.RuntimeParams["application_name"] = "dpproxy-ledger"
 	// The ledger's SQL qualifies every name: resolving the rest in
 	// pg_catalog only keeps functions and operators other roles created
@@ -187,44 +207,25 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 		s.Close()
 		return nil, fmt.Errorf("proxy: reading the upstream's catalog columns: %w", err)
 	}
-	ints, err := integerColumns(ctx, s.pool, cfg)
+	// Every configured table's column types, for the totality table
+	// (rewrite/totality.go); the integer ones are clamped natively.
+	types, err := columnTypes(ctx, s.pool, cfg) // consts.go
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("proxy: reading the private tables' column types: %w", err)
+		return nil, fmt.Errorf("proxy: reading the tables' column types: %w", err)
 	}
-	s.analyzer = rewrite.New(cfg, rewrite.Options{CatalogColumns: cols, IntegerColumns: ints})
-	return s, nil
-}
-
-// integerColumns reads which columns of the private tables are integers:
-// the rewrite clamps and sums those natively, which is exact and cheaper
-// than numeric arithmetic on every row.
-func integerColumns(ctx context.Context, pool *pgxpool.Pool, cfg *conf.Config) (map[string]bool, error) {
-	var names []string
-	for _, t := range cfg.Tables {
-		if !t.Public {
-			names = append(names, t.QualifiedName())
-		}
-	}
-	rows, err := pool.Query(ctx, `SELECT n.nspname || '.' || c.relname || '.' || a.attname
-		FROM pg_catalog.pg_attribute a
-		JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
-		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname || '.' || c.relname = ANY($1) AND a.attnum > 0 AND NOT a.attisdropped
-		  AND a.atttypid IN ('pg_catalog.int2'::regtype, 'pg_catalog.int4'::regtype, 'pg_catalog.int8'::regtype)`, names)
+	rels, err := relations(ctx, s.pool, cfg) // relations.go
 	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("proxy: reading the tables' columns and unique keys: %w", err)
+	}
+	s.analyzer = rewrite.New(cfg, rewrite.Options{CatalogColumns: cols, ColumnTypes: types, Relations: rels})
+	if err := s.checkLimits(ctx); err != nil { // limits.go
+		s.Close()
 		return nil, err
 	}
-	defer rows.Close()
-	ints := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, err
-		}
-		ints[name] = true
-	}
-	return ints, rows.Err()
+	s.startWatch() // cancel.go
+	return s, nil
 }
 
 // catalogColumns reads the columns of the catalog relations the rewrite
@@ -339,6 +340,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // Close releases the upstream pools. Call it after Shutdown.
 func (s *Server) Close() {
+	s.stopWatch()
 	if s.pool != nil {
 		s.pool.Close()
 	}

@@ -51,6 +51,11 @@ type session struct {
 	portals     map[string]*portal
 	upstreamSeq int
 	types       *pgtype.Map
+	// upBatch is true while the upstream is in an extended-protocol batch
+	// of the proxy's, not yet ended by Sync; closePending names upstream
+	// portals to close with its next message (portal.go).
+	upBatch      bool
+	closePending []string
 
 	// upstreamStmts are the upstream twins of pass-through statements,
 	// by text and parameter types (upstreamstmt.go).
@@ -66,10 +71,23 @@ type session struct {
 	// deadlines as last set by armIdle and armWrite (zero: to be set).
 	readDeadline, writeDeadline time.Time
 
-	// mu guards shutdown and inQuery, read by Server.Shutdown.
+	// mu guards shutdown and inQuery, read by Server.Shutdown, and clock,
+	// read by cancelUpstream.
 	mu       sync.Mutex
 	shutdown bool
 	inQuery  bool
+	clock    *privateClock // the private query on the clock (clock.go)
+	// stmtCtx is the context of the message in progress, which
+	// stmtCancel ends (cancel.go); msgSeq counts messages, watchSeq is
+	// msgSeq as the watcher last saw it, goneSeq the message it
+	// cancelled because the client left.
+	stmtCtx                   context.Context
+	stmtCancel                context.CancelFunc
+	msgSeq, watchSeq, goneSeq uint64
+
+	// counted is true once the session counts against its analyst's
+	// limits.max_connections_per_analyst.
+	counted bool
 }
 
 func (s *Server) newSession(conn net.Conn) *session {
@@ -118,6 +136,14 @@ func (ss *session) serve() {
 
 func (ss *session) close() {
 	ss.srv.unregister(ss)
+	if ss.counted {
+		ss.srv.lim.leaveAnalyst(ss.user.Name)
+	}
+	ss.mu.Lock()
+	if ss.stmtCancel != nil {
+		ss.stmtCancel()
+	}
+	ss.mu.Unlock()
 	if ss.upstream != nil {
 		ss.srv.mu.Lock()
 		delete(ss.srv.upstreams, ss.upstream.Conn().PgConn())
@@ -131,7 +157,15 @@ func (ss *session) close() {
 // session state reset, or destroys it when that cannot be done cleanly.
 func (ss *session) releaseUpstream() {
 	pc := ss.upstream.Conn().PgConn()
-	if pc.IsClosed() || pc.IsBusy() {
+	if pc.IsClosed() || pc.IsBusy() || ss.upBatch {
+		if !pc.IsClosed() {
+			// The pool closes a busy connection: stop its statement
+			// first, which PostgreSQL would otherwise run to its end.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			pc.CancelRequest(ctx)
+			pc.Close(ctx)
+			cancel()
+		}
 		ss.upstream.Release()
 		return
 	}
@@ -274,12 +308,19 @@ var reportedParams = []string{"server_version", "server_encoding", "client_encod
 
 // begin acquires the session's upstream connection and completes startup.
 func (ss *session) begin(params map[string]string) error {
-	names, values, err := startupSettings(params)
+	names, values, err := startupSettings(params, ss.srv.lim.cfg.StatementTimeout)
 	if err != nil {
 		ss.send(errorResponseFatal(err))
 		ss.flush()
 		return errHandled
 	}
+	if !ss.srv.lim.enterAnalyst(ss.user.Name) {
+		ss.log.Warn("connection refused: limits.max_connections_per_analyst reached", "user", ss.user.Name, "max", ss.srv.lim.cfg.MaxConnectionsPerAnalyst)
+		ss.send(fatalResponse(codeTooManyConnections, fmt.Sprintf("too many connections for analyst %q: at most %d at once (limits.max_connections_per_analyst)", ss.user.Name, ss.srv.lim.cfg.MaxConnectionsPerAnalyst)))
+		ss.flush()
+		return errHandled
+	}
+	ss.counted = true
 	ctx, cancel := context.WithTimeout(context.Background(), ss.srv.lim.cfg.AuthTimeout)
 	defer cancel()
 	up, err := ss.srv.pool.Acquire(ctx)
@@ -369,22 +410,6 @@ func (ss *session) setInQuery(b bool) (shuttingDown bool) {
 	return ss.shutdown
 }
 
-// cancelUpstream asks the upstream to cancel what this session runs. It is
-// called from another goroutine (a CancelRequest connection).
-func (ss *session) cancelUpstream() {
-	ss.mu.Lock()
-	busy := ss.inQuery
-	ss.mu.Unlock()
-	if !busy || ss.upstream == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := ss.upstream.Conn().PgConn().CancelRequest(ctx); err != nil {
-		ss.log.Warn("cancel request failed", "err", err)
-	}
-}
-
 func (ss *session) txStatus() byte {
 	if ss.upstream == nil {
 		return 'I'
@@ -417,8 +442,8 @@ func (ss *session) loop() {
 			}
 			return
 		}
-		ss.setInQuery(true)
-		if handled, ok := ss.overLimit(msg); handled {
+		ctx := ss.stmtContext() // cancel.go
+		if handled, ok := ss.overLimit(ctx, msg); handled {
 			if !ok {
 				return
 			}
@@ -426,17 +451,17 @@ func (ss *session) loop() {
 		}
 		switch m := msg.(type) {
 		case *pgproto3.Query:
-			ss.simpleQuery(m.String)
+			ss.simpleQuery(ctx, m.String)
 		case *pgproto3.Terminate:
 			return
 		case *pgproto3.Sync:
-			ss.sync()
+			ss.sync(ctx)
 		case *pgproto3.Flush:
 		case *pgproto3.Parse, *pgproto3.Bind, *pgproto3.Describe, *pgproto3.Execute, *pgproto3.Close:
-			if err := ss.extendedMessage(context.Background(), m); err != nil {
+			if err := ss.extendedMessage(ctx, m); err != nil {
 				// As PostgreSQL does: the error, then discard until Sync.
 				ss.sendError(err)
-				if !ss.skipToSync() {
+				if !ss.skipToSync(ctx) {
 					return
 				}
 			} else {
@@ -456,9 +481,13 @@ func (ss *session) loop() {
 	}
 }
 
-// sync ends an extended-protocol batch. Outside a transaction block the
-// portals are gone, as PostgreSQL closes them at transaction end.
-func (ss *session) sync() {
+// sync ends an extended-protocol batch, upstream too (portal.go). Outside
+// a transaction block the portals are gone, as PostgreSQL closes them at
+// transaction end.
+func (ss *session) sync(ctx context.Context) {
+	if err := ss.endBatch(ctx); err != nil {
+		ss.sendError(err)
+	}
 	status := ss.txStatus()
 	if status == 'I' {
 		clear(ss.portals)
@@ -468,7 +497,7 @@ func (ss *session) sync() {
 
 // skipToSync discards messages until Sync and answers it, as PostgreSQL does
 // after an error in an extended-protocol batch.
-func (ss *session) skipToSync() bool {
+func (ss *session) skipToSync(ctx context.Context) bool {
 	for {
 		msg, err := ss.backend.Receive()
 		if err != nil {
@@ -476,7 +505,7 @@ func (ss *session) skipToSync() bool {
 		}
 		switch msg.(type) {
 		case *pgproto3.Sync:
-			ss.sync()
+			ss.sync(ctx)
 			return true
 		case *pgproto3.Terminate:
 			return false

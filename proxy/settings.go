@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/dpproxy/dpproxy/rewrite"
 )
@@ -21,8 +22,9 @@ import (
 // pins (search_path, standard_conforming_strings, ...), for a client
 // encoding other than UTF-8, for any other setting not on the allowlist
 // (PostgreSQL would apply every startup parameter as a setting), or for
-// something PostgreSQL would run as a backend switch.
-func startupSettings(params map[string]string) (names, values []string, err error) {
+// something PostgreSQL would run as a backend switch. A statement_timeout
+// must lie in (0, timeout], the proxy's limit (rewrite.CheckStatementTimeout).
+func startupSettings(params map[string]string, timeout time.Duration) (names, values []string, err error) {
 	keys := make([]string, 0, len(params))
 	for k := range params {
 		keys = append(keys, k)
@@ -35,6 +37,11 @@ func startupSettings(params map[string]string) (names, values []string, err erro
 			// Pinned to UTF8 upstream; accepted only if it is UTF-8.
 			return rewrite.CheckClientEncoding(v)
 		case rewrite.SettableSetting(lk):
+			if lk == "statement_timeout" {
+				if err := rewrite.CheckStatementTimeout(v, timeout); err != nil {
+					return err
+				}
+			}
 			names, values = append(names, k), append(values, v)
 			return nil
 		}

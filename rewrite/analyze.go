@@ -17,6 +17,7 @@ import (
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"github.com/pganalyze/pg_query_go/v5/parser"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/dpproxy/dpproxy/conf"
 )
@@ -34,6 +35,20 @@ type Options struct {
 	// exact); every other argument is clamped as numeric, so a float
 	// column's rounding cannot break the bound. Missing: all numeric.
 	IntegerColumns map[string]bool
+	// Relations describes the configured tables ("schema.table", lower
+	// case) as the upstream has them: columns and unique keys, read at
+	// start (RelationColumnsSQL, UniqueKeysSQL). A private table is joined
+	// only with public tables on one of their unique keys (joins.go), so
+	// without an entry for a public table every join with it is refused.
+	Relations map[string]*Relation
+	// ColumnTypes holds the type of every column of the configured tables
+	// ("schema.table.column" -> type name as ColumnTypesSQL reads it),
+	// read from the upstream at start: the totality table (totality.go)
+	// decides by type what a private query may compute on a column. The
+	// integer columns among them are IntegerColumns when that is nil.
+	// Without it (tests of the rewrite's shape) type-dependent checks fall
+	// back to what holds for the demo's types; a proxy always sets it.
+	ColumnTypes map[string]string
 }
 
 // Analyzer classifies and rewrites SQL against one configuration. It holds
@@ -42,11 +57,28 @@ type Analyzer struct {
 	cfg   *conf.Config
 	opts  Options
 	masks map[string]*catalogMask // mask.go; read-only
+	// typedTables are the tables ColumnTypes has columns of; read-only.
+	typedTables map[string]bool
+	// guard bounds a text before pg_query sees it (guard.go); read-only.
+	guard guardLimits
 }
 
 // New returns an Analyzer for cfg, which must not be modified afterwards.
 func New(cfg *conf.Config, opts Options) *Analyzer {
-	return &Analyzer{cfg: cfg, opts: opts, masks: buildMasks(opts.CatalogColumns)}
+	typed := map[string]bool{}
+	ints := map[string]bool{}
+	for col, t := range opts.ColumnTypes {
+		if i := strings.LastIndexByte(col, '.'); i > 0 {
+			typed[col[:i]] = true
+		}
+		if t == "int2" || t == "int4" || t == "int8" {
+			ints[col] = true
+		}
+	}
+	if opts.IntegerColumns == nil && opts.ColumnTypes != nil {
+		opts.IntegerColumns = ints
+	}
+	return &Analyzer{cfg: cfg, opts: opts, masks: buildMasks(opts.CatalogColumns), typedTables: typed, guard: newGuardLimits(cfg.Limits)}
 }
 
 // source is the text a statement was parsed from and where that text lies in
@@ -94,6 +126,11 @@ func (s source) stmtText(raw *pg_query.RawStmt) string {
 // *RejectError. An empty string (or one of only comments and semicolons)
 // yields a single KindEmpty statement.
 func (a *Analyzer) Analyze(sql string) ([]*Statement, error) {
+	// No input may crash the parser: too deep or too long, it never
+	// reaches pg_query (guard.go).
+	if err := guardText(sql, a.guard); err != nil {
+		return nil, err
+	}
 	tree, perr := pg_query.Parse(sql)
 	if perr == nil {
 		src := source{orig: sql, text: sql}
@@ -204,6 +241,9 @@ func splitExplainDP(sql string) ([]piece, bool) {
 // statement analyses one parsed statement; explainDP is set for the body of
 // EXPLAIN DP.
 func (a *Analyzer) statement(src source, raw *pg_query.RawStmt, explainDP bool) (*Statement, error) {
+	if err := portable(raw.Stmt); err != nil {
+		return nil, src.fix(err)
+	}
 	st, err := a.classify(src, raw)
 	if err != nil {
 		return nil, src.fix(err)
@@ -241,6 +281,32 @@ func (a *Analyzer) statement(src source, raw *pg_query.RawStmt, explainDP bool) 
 	return st, nil
 }
 
+// portable refuses syntax that pg_query (PostgreSQL 16's parser) accepts
+// but an older upstream does not, where the deparse would carry it over
+// as written: hexadecimal, octal, binary and underscore-separated numbers
+// too large for an integer (kept as text in the tree), and a subquery in
+// FROM without an alias. PostgreSQL 15 would refuse either with a syntax
+// error; refusing them here gives the client a clear reason and keeps the
+// differential test (e2e/differential_test.go) exact.
+func portable(n *pg_query.Node) error {
+	var err error
+	walk(n.ProtoReflect(), func(m protoreflect.Message) bool {
+		switch x := m.Interface().(type) {
+		case *pg_query.Float:
+			if strings.ContainsAny(x.Fval, "xXoObB_") {
+				err = reject(CodeUnsupported, -1, "the number %s is PostgreSQL 16 syntax: write it in plain decimal", x.Fval)
+			}
+		case *pg_query.RangeSubselect:
+			if x.Alias == nil {
+				err = reject(CodeSyntax, -1, "subquery in FROM must have an alias").
+					withHint("For example, FROM (SELECT ...) [AS] foo.")
+			}
+		}
+		return err == nil
+	})
+	return err
+}
+
 // classify dispatches on the statement type. It never modifies raw.
 func (a *Analyzer) classify(src source, raw *pg_query.RawStmt) (*Statement, error) {
 	text := src.stmtText(raw)
@@ -261,6 +327,9 @@ func (a *Analyzer) classifyStmt(raw *pg_query.RawStmt, text string) (*Statement,
 	case *pg_query.Node_ExplainStmt:
 		return a.explainStmt(n.ExplainStmt)
 	case *pg_query.Node_VariableSetStmt:
+		if err := a.checkTimeoutSet(n.VariableSetStmt); err != nil { // timeout.go
+			return nil, err
+		}
 		return setStmt(n.VariableSetStmt, text)
 	case *pg_query.Node_VariableShowStmt:
 		return showStmt(n.VariableShowStmt, text)

@@ -72,3 +72,31 @@ func TestNodesOutsideTheFunctionAllowlist(t *testing.T) {
 		}
 	}
 }
+
+// TestPortableAndDeparseSafe: statements pg_query accepts but whose
+// deparse would crash the process (SIGSEGV inside pg_query's C deparser,
+// found by FuzzDifferential) or carry PostgreSQL 16-only syntax to an
+// older upstream are refused with a reason.
+func TestPortableAndDeparseSafe(t *testing.T) {
+	a := newTestAnalyzer(t)
+	for _, q := range []string{
+		"SET TIME ZONE INTERVAL '+01:00'",
+		"SET LOCAL TIME ZONE INTERVAL '-08:00'",
+		"SET TIME ZONE INTERVAL '+01:00' HOUR TO MINUTE",
+		"SELECT 0x8000000000000000",
+		"SELECT 1_000.5",
+		"SELECT pg_catalog.format_type(0x7FFFFFFFFFFFFFFF, NULL)",
+		"SELECT * FROM (SELECT name FROM products)",
+		"SELECT count(*) FROM (SELECT * FROM orders)",
+		`SET LOCAL "DateStyle" TO 1_000.5`,
+	} {
+		if _, err := a.Analyze(q); err == nil {
+			t.Errorf("Analyze(%q) accepted", q)
+		}
+	}
+	for _, q := range []string{"SET TIME ZONE 'UTC'", "SET TIME ZONE LOCAL", "SELECT 0x1F, 1_000", "SELECT * FROM (SELECT name FROM products) p"} {
+		if _, err := a.Analyze(q); err != nil {
+			t.Errorf("Analyze(%q): %v", q, err)
+		}
+	}
+}

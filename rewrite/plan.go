@@ -160,12 +160,23 @@ type Plan struct {
 	Table *conf.Table
 	// SQL is the rewritten query. It reads the private table only through
 	// per-unit pre-aggregation, clamping and contribution bounding. It takes
-	// the client's parameters $1..$NumParams unchanged and one more,
-	// $(NumParams+1) of type bigint: a fresh secret seed per execution
-	// that keys the hash deciding which groups each unit keeps.
+	// the client's parameters $1..$NumParams unchanged, then the values of
+	// the hoisted constants (Consts, each at its Param), then one more,
+	// $SeedParam() of type bigint: a fresh secret seed per execution that
+	// keys the hash deciding which groups each unit keeps.
 	SQL string
 	// NumParams is the number of client parameters ($n) of the original.
 	NumParams int
+	// Consts are the constant subexpressions of the query (hoist.go):
+	// the proxy evaluates ConstSQL (one column per Const, in order, with
+	// the client's parameters) before the charge and binds each value to
+	// $Param of SQL with the type it came back with. ConstSQL is "" when
+	// there are none.
+	Consts   []Const
+	ConstSQL string
+	// TypeChecks constrain the types of parameters and constants, known
+	// only when the query runs; the proxy checks them before the charge.
+	TypeChecks []TypeCheck
 	// DescribeSQL is the original statement (deparsed), used to ask the
 	// upstream for the result's column names and types without running it.
 	DescribeSQL string

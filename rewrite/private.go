@@ -75,6 +75,8 @@ type planner struct {
 	aggs       []*Aggregate
 	aggArgs    []*pg_query.Node
 	aggFilters []*pg_query.Node
+	// tot collects the hoisted constants and type checks (hoist.go).
+	tot totality
 }
 
 // plan checks that sel is the supported shape of a query over one private
@@ -106,6 +108,7 @@ func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error)
 		return nil, err
 	}
 	p := &planner{a: a, pubs: map[string]bool{}, rels: map[*pg_query.RangeVar]*relRef{}}
+	p.tot.nparams = numParams(orig)
 	for _, r := range frefs {
 		p.rels[r.rv] = r
 	}
@@ -133,6 +136,9 @@ func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error)
 		}
 		return nil, reject(CodeUnsupported, r.rv.Location, "relation %s cannot be read in a subquery of a query over private table %s: join it in the FROM clause", r.qualified(), name)
 	}
+	if err := p.boundedWork(sel); err != nil { // work.go, joins.go
+		return nil, err
+	}
 	switch {
 	case len(sel.DistinctClause) > 0:
 		return nil, reject(CodeUnsupported, -1, "SELECT DISTINCT over private table %s is not supported; use GROUP BY", name)
@@ -151,14 +157,18 @@ func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error)
 		return nil, err
 	}
 	for _, q := range p.quals {
-		if _, err := p.where(q); err != nil {
+		out, _, err := p.where(q)
+		if err != nil {
 			return nil, err
 		}
+		p.tot.replaceLater(q, out)
 	}
 	if sel.WhereClause != nil {
-		if _, err := p.where(sel.WhereClause); err != nil {
+		out, _, err := p.where(sel.WhereClause)
+		if err != nil {
 			return nil, err
 		}
+		p.tot.replaceLater(sel.WhereClause, out)
 	}
 	if len(sel.GroupClause) == 0 && !hasAggregate(sel.TargetList) {
 		var werr error
@@ -225,6 +235,10 @@ func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error)
 	plan.Aggregates = p.aggs
 	plan.NumParams = numParams(orig)
 	p.bounds(plan)
+	p.tot.apply() // the checked WHERE and join conditions, constants hoisted
+	if err := p.tot.finish(plan); err != nil {
+		return nil, err
+	}
 	if plan.SQL, err = p.sql(sel, plan); err != nil {
 		return nil, err
 	}
@@ -612,10 +626,9 @@ func (p *planner) aggregate(fc *pg_query.FuncCall) (agg *Aggregate, arg, filter 
 		return nil, nil, nil, reject(CodeUnsupported, fc.Location, "VARIADIC in aggregate %s is not supported", name)
 	}
 	if fc.AggFilter != nil {
-		if _, err := p.where(fc.AggFilter); err != nil {
+		if filter, _, err = p.where(fc.AggFilter); err != nil {
 			return nil, nil, nil, err
 		}
-		filter = fc.AggFilter
 	}
 	agg = &Aggregate{Func: name, SumCol: -1, CountCol: -1, SumSqCol: -1, HistCol: -1}
 	if fc.AggStar {
@@ -767,7 +780,7 @@ func (p *planner) bounds1(n *pg_query.Node) (lo, hi float64, empty, ok bool) {
 			return 0, 0, false, false
 		}
 		col := p.table.Columns[c.name]
-		if col == nil || !col.HasBounds() || c.name == p.table.PrivacyUnit {
+		if col == nil || !col.HasBounds() || c.name == p.table.PrivacyUnit || !p.numericColumn(x.ColumnRef, c) {
 			return 0, 0, false, false
 		}
 		return *col.Lower, *col.Upper, false, true
@@ -845,188 +858,6 @@ func slicesMax(v []float64) float64 {
 	return m
 }
 
-// Units and fields accepted by date_trunc and extract/date_part in keys and
-// aggregate arguments: only those valid for every date and time type, so
-// that the function cannot fail on some rows and not on others.
-var (
-	dateTruncUnits = map[string]bool{"microseconds": true, "milliseconds": true, "second": true, "minute": true, "hour": true,
-		"day": true, "month": true, "quarter": true, "year": true, "decade": true, "century": true, "millennium": true}
-	extractFields = map[string]bool{"year": true, "quarter": true, "month": true, "day": true, "decade": true,
-		"century": true, "millennium": true, "epoch": true}
-)
-
-// value checks an expression evaluated on every row of the private table
-// (a GROUP BY key or an aggregate's argument) and returns it as it must be
-// printed in the rewrite. Such an expression must never fail depending on
-// the rows' values (an error would tell whether a row exists): columns,
-// constants, CASE with allowed predicates, COALESCE, lower/upper,
-// date_trunc and extract with fixed units, width_bucket of a bounded
-// column, casts to text, and +, -, * (and / by a non-zero constant outside
-// keys) on bounded columns, which are computed as numeric so that they
-// cannot overflow.
-func (p *planner) value(n *pg_query.Node, key bool) (*pg_query.Node, deps, error) {
-	tname := p.table.QualifiedName()
-	switch x := n.GetNode().(type) {
-	case *pg_query.Node_ColumnRef:
-		if _, err := p.column(x.ColumnRef); err != nil {
-			return nil, 0, err
-		}
-		return n, depColumn, nil
-	case *pg_query.Node_AConst:
-		return n, 0, nil
-	case *pg_query.Node_ParamRef:
-		return n, depParam, nil
-	case *pg_query.Node_TypeCast:
-		arg, d, err := p.value(x.TypeCast.Arg, key)
-		if err != nil {
-			return nil, 0, err
-		}
-		if d&depColumn != 0 && !isTextType(x.TypeCast.TypeName) {
-			return nil, 0, reject(CodeForbidden, x.TypeCast.Location, "a cast of a column to a type other than text is refused on private table %s: it can fail depending on private values", tname)
-		}
-		c := proto.Clone(x.TypeCast).(*pg_query.TypeCast)
-		c.Arg = arg
-		return &pg_query.Node{Node: &pg_query.Node_TypeCast{TypeCast: c}}, d, nil
-	case *pg_query.Node_CaseExpr:
-		c := proto.Clone(x.CaseExpr).(*pg_query.CaseExpr)
-		var d deps
-		if c.Arg != nil {
-			out, dd, err := p.value(c.Arg, key)
-			if err != nil {
-				return nil, 0, err
-			}
-			c.Arg, d = out, d|dd
-		}
-		for _, w := range c.Args {
-			cw := w.GetCaseWhen()
-			if c.Arg != nil {
-				if _, _, err := p.value(cw.Expr, key); err != nil {
-					return nil, 0, err
-				}
-			} else if _, err := p.where(cw.Expr); err != nil {
-				return nil, 0, err
-			}
-			out, dd, err := p.value(cw.Result, key)
-			if err != nil {
-				return nil, 0, err
-			}
-			cw.Result, d = out, d|dd|depColumn // the condition reads columns
-		}
-		if c.Defresult != nil {
-			out, dd, err := p.value(c.Defresult, key)
-			if err != nil {
-				return nil, 0, err
-			}
-			c.Defresult, d = out, d|dd
-		}
-		return &pg_query.Node{Node: &pg_query.Node_CaseExpr{CaseExpr: c}}, d, nil
-	case *pg_query.Node_CoalesceExpr:
-		c := proto.Clone(x.CoalesceExpr).(*pg_query.CoalesceExpr)
-		var d deps
-		for i, a := range c.Args {
-			out, dd, err := p.value(a, key)
-			if err != nil {
-				return nil, 0, err
-			}
-			c.Args[i], d = out, d|dd
-		}
-		return &pg_query.Node{Node: &pg_query.Node_CoalesceExpr{CoalesceExpr: c}}, d, nil
-	case *pg_query.Node_FuncCall:
-		return p.valueFunc(x.FuncCall, key)
-	case *pg_query.Node_AExpr:
-		return p.arith(x.AExpr, key)
-	case *pg_query.Node_SubLink:
-		return nil, 0, reject(CodeUnsupported, x.SubLink.Location, "subqueries are not supported in queries over private table %s", tname)
-	}
-	return nil, 0, reject(CodeUnsupported, -1, "%s is not supported as a group key or aggregate argument on private table %s; use CASE WHEN ... THEN ... END for conditions", describe(n), tname)
-}
-
-func isTextType(t *pg_query.TypeName) bool {
-	if t == nil || len(t.ArrayBounds) > 0 || len(t.Names) == 0 {
-		return false
-	}
-	switch t.Names[len(t.Names)-1].GetString_().GetSval() {
-	case "text", "varchar":
-		return len(t.Typmods) == 0
-	}
-	return false
-}
-
-func strConst(n *pg_query.Node) (string, bool) {
-	if tc := n.GetTypeCast(); tc != nil {
-		n = tc.Arg
-	}
-	c := n.GetAConst()
-	if c == nil || c.GetSval() == nil {
-		return "", false
-	}
-	return c.GetSval().GetSval(), true
-}
-
-func (p *planner) valueFunc(fc *pg_query.FuncCall, key bool) (*pg_query.Node, deps, error) {
-	tname := p.table.QualifiedName()
-	schema, name := funcName(fc)
-	if isAggregate(fc) {
-		return nil, 0, reject(CodeUnsupported, fc.Location, "aggregate %s is not allowed inside a group key or another aggregate", name)
-	}
-	if schema != "" && schema != "pg_catalog" || fc.AggDistinct || fc.FuncVariadic || len(fc.AggOrder) > 0 {
-		return nil, 0, reject(CodeForbidden, fc.Location, "function %s is not allowed on private table %s", name, tname)
-	}
-	c := proto.Clone(fc).(*pg_query.FuncCall)
-	var d deps
-	args := func(from int) error {
-		for i := from; i < len(c.Args); i++ {
-			out, dd, err := p.value(c.Args[i], key)
-			if err != nil {
-				return err
-			}
-			c.Args[i], d = out, d|dd
-		}
-		return nil
-	}
-	node := &pg_query.Node{Node: &pg_query.Node_FuncCall{FuncCall: c}}
-	switch name {
-	case "lower", "upper":
-		if len(c.Args) != 1 {
-			break
-		}
-		return node, d, args(0)
-	case "date_trunc", "date_part", "extract":
-		if len(c.Args) != 2 {
-			break
-		}
-		u, ok := strConst(c.Args[0])
-		units := dateTruncUnits
-		if name != "date_trunc" {
-			units = extractFields
-		}
-		if !ok || !units[strings.ToLower(u)] {
-			return nil, 0, reject(CodeForbidden, fc.Location, "%s needs a constant unit valid for every date/time type (%s) on private table %s", name, strings.Join(sortedKeys(units), ", "), tname)
-		}
-		return node, d, args(1)
-	case "width_bucket":
-		if len(c.Args) != 4 {
-			break
-		}
-		ref := c.Args[0].GetColumnRef()
-		lo, hi, _ := p.argBounds(c.Args[0])
-		b1, ok1 := numConst(c.Args[1])
-		b2, ok2 := numConst(c.Args[2])
-		nb, ok3 := numConst(c.Args[3])
-		if ref == nil || lo > hi || !ok1 || !ok2 || !ok3 || b1 == b2 || nb < 1 || nb != math.Trunc(nb) || nb > math.MaxInt32 {
-			return nil, 0, reject(CodeForbidden, fc.Location, "width_bucket on private table %s needs a column with bounds and constant, distinct bounds and a positive bucket count", tname)
-		}
-		if _, _, ok := p.argBounds(c.Args[0]); !ok {
-			return nil, 0, reject(CodeForbidden, fc.Location, "width_bucket on private table %s needs a column with lower and upper bounds", tname)
-		}
-		// Clamping to the column's bounds keeps values in range the same
-		// and turns NaN (which width_bucket refuses) into upper.
-		c.Args[0] = clampNode(c.Args[0], lo, hi)
-		return node, depColumn, nil
-	}
-	return nil, 0, reject(CodeForbidden, fc.Location, "function %s is not allowed in group keys or aggregate arguments on private table %s", name, tname)
-}
-
 func sortedKeys(m map[string]bool) []string {
 	var out []string
 	for k := range m {
@@ -1056,7 +887,8 @@ func (p *planner) clampCast(arg *pg_query.Node) string {
 	return "::numeric"
 }
 
-// clampNode is least(greatest((n)::numeric, lo), hi).
+// clampNode is least(greatest((n)::numeric, lo), hi), NULL when n is
+// NULL (nullclamp.go).
 func clampNode(n *pg_query.Node, lo, hi float64) *pg_query.Node {
 	lit := func(v float64) *pg_query.Node {
 		s := strconv.FormatFloat(v, 'f', -1, 64)
@@ -1076,66 +908,12 @@ func clampNode(n *pg_query.Node, lo, hi float64) *pg_query.Node {
 		return c
 	}
 	g := &pg_query.Node{Node: &pg_query.Node_MinMaxExpr{MinMaxExpr: &pg_query.MinMaxExpr{Op: pg_query.MinMaxOp_IS_GREATEST, Args: []*pg_query.Node{numericCast(n), lit(lo)}, Location: -1}}}
-	return &pg_query.Node{Node: &pg_query.Node_MinMaxExpr{MinMaxExpr: &pg_query.MinMaxExpr{Op: pg_query.MinMaxOp_IS_LEAST, Args: []*pg_query.Node{g, lit(hi)}, Location: -1}}}
+	return nullSafeNode(proto.Clone(n).(*pg_query.Node), &pg_query.Node{Node: &pg_query.Node_MinMaxExpr{MinMaxExpr: &pg_query.MinMaxExpr{Op: pg_query.MinMaxOp_IS_LEAST, Args: []*pg_query.Node{g, lit(hi)}, Location: -1}}})
 }
 
 func numericCast(n *pg_query.Node) *pg_query.Node {
 	return &pg_query.Node{Node: &pg_query.Node_TypeCast{TypeCast: &pg_query.TypeCast{Arg: n, TypeName: &pg_query.TypeName{
 		Names: []*pg_query.Node{pg_query.MakeStrNode("pg_catalog"), pg_query.MakeStrNode("numeric")}, Typemod: -1, Location: -1}, Location: -1}}}
-}
-
-// arith checks +, -, *, / in a key or aggregate argument. Over constants
-// only it is folded when the query is planned; over columns every column
-// operand must have bounds (it is a number) and is cast to numeric, which
-// cannot overflow; a divisor must be a non-zero constant, and keys may not
-// divide (integer division would change meaning under the cast).
-func (p *planner) arith(e *pg_query.A_Expr, key bool) (*pg_query.Node, deps, error) {
-	tname := p.table.QualifiedName()
-	n := &pg_query.Node{Node: &pg_query.Node_AExpr{AExpr: e}}
-	if e.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 || e.Name[0].GetString_() == nil {
-		return nil, 0, reject(CodeUnsupported, e.Location, "%s is not supported as a group key or aggregate argument on private table %s; use CASE WHEN ... THEN ... END", describe(n), tname)
-	}
-	op := e.Name[0].GetString_().GetSval()
-	switch op {
-	case "+", "-", "*", "/":
-	default:
-		return nil, 0, reject(CodeForbidden, e.Location, "operator %s is not allowed in group keys or aggregate arguments on private table %s", op, tname)
-	}
-	c := proto.Clone(e).(*pg_query.A_Expr)
-	var d deps
-	for _, side := range []**pg_query.Node{&c.Lexpr, &c.Rexpr} {
-		if *side == nil {
-			continue
-		}
-		out, dd, err := p.value(*side, key)
-		if err != nil {
-			return nil, 0, err
-		}
-		d |= dd
-		if dd&depColumn != 0 {
-			if ref := (*side).GetColumnRef(); ref != nil {
-				if _, _, ok := p.argBounds(*side); !ok {
-					return nil, 0, reject(CodeForbidden, e.Location, "arithmetic on column %s is refused on private table %s: it needs lower and upper bounds (overflow would depend on private values)", describe(*side), tname)
-				}
-				out = p.arithOperand(ref, out)
-			} else if (*side).GetAExpr() == nil {
-				return nil, 0, reject(CodeForbidden, e.Location, "arithmetic on %s is refused on private table %s: only bounded columns and constants may be combined", describe(*side), tname)
-			}
-		}
-		*side = out
-	}
-	if d&depColumn != 0 && op == "/" {
-		v, ok := numConst(e.Rexpr)
-		if key || !ok || v == 0 {
-			return nil, 0, reject(CodeForbidden, e.Location, "division is refused in group keys, and elsewhere allowed only by a non-zero constant, on private table %s", tname)
-		}
-	}
-	if d&depColumn != 0 {
-		if err := p.arithInRange(n); err != nil {
-			return nil, 0, err
-		}
-	}
-	return &pg_query.Node{Node: &pg_query.Node_AExpr{AExpr: c}}, d, nil
 }
 
 // Limits of arithmetic over private columns. PostgreSQL's numeric is not
@@ -1274,6 +1052,13 @@ func (p *planner) orderBy(sel *pg_query.SelectStmt, plan *Plan) error {
 		out, err := p.orderOutput(sel, plan, sb.Node)
 		if err != nil {
 			return err
+		}
+		if plan.Outputs[out].Agg == nil {
+			// A key is sorted by the post-processing query: PostgreSQL
+			// orders it by its type, collation and DateStyle, which the
+			// proxy's sort of released text cannot reproduce ('10' < '2'
+			// for text; dates under DateStyle SQL).
+			return reject(CodeUnsupported, -1, "ORDER BY a group key is computed by post-processing")
 		}
 		k := OrderKey{Output: out, Descending: sb.SortbyDir == pg_query.SortByDir_SORTBY_DESC}
 		switch sb.SortbyNulls {
@@ -1577,12 +1362,16 @@ func replaceNodes(n *pg_query.Node, fn func(x *pg_query.Node) bool) {
 	visit(n.ProtoReflect())
 }
 
-// flatten returns a copy of sel in which every derived table and CTE that
-// reads a private table is inlined: its FROM replaces it, its WHERE is
-// added to the outer WHERE, and the outer references to its columns are
-// replaced by its select-list expressions. Only derived tables that filter,
-// project or join qualify; one that aggregates, sorts with a limit, or
-// removes duplicates is refused with the reason.
+// flatten returns a copy of sel in which every CTE, and every derived
+// table that reads a private table, is inlined: its FROM replaces it, its
+// WHERE filters its rows where they enter the outer query (inlineWhere:
+// the outer WHERE, or the ON of the outer join whose nullable side it is
+// on), and the outer references to its columns are replaced by its
+// select-list expressions, their columns qualified with its relation
+// (qualifyColumns) so that they keep their meaning in the outer scope.
+// Only derived tables that filter, project or join qualify; one that
+// aggregates, sorts with a limit, or removes duplicates is refused with
+// the reason.
 func (a *Analyzer) flatten(sel *pg_query.SelectStmt) (*pg_query.SelectStmt, error) {
 	sel = proto.Clone(sel).(*pg_query.SelectStmt)
 	ctes := map[string]*pg_query.CommonTableExpr{}
@@ -1603,74 +1392,81 @@ func (a *Analyzer) flatten(sel *pg_query.SelectStmt) (*pg_query.SelectStmt, erro
 		alias string
 		cols  map[string]*pg_query.Node
 		star  *pg_query.Node // qualifier for names not listed (nil: none)
-		where *pg_query.Node
 	}
 	var ds []*derived
 	used := map[string]bool{}
-	var item func(n *pg_query.Node) (*pg_query.Node, error)
-	item = func(n *pg_query.Node) (*pg_query.Node, error) {
+	// item inlines the derived tables of one FROM item and returns it with
+	// the WHERE clauses that must still filter its rows (inlineWhere).
+	var item func(n *pg_query.Node) (*pg_query.Node, []*pg_query.Node, error)
+	item = func(n *pg_query.Node) (*pg_query.Node, []*pg_query.Node, error) {
 		var inner *pg_query.SelectStmt
 		var alias string
 		var loc int32 = -1
 		switch x := n.GetNode().(type) {
 		case *pg_query.Node_JoinExpr:
-			l, err := item(x.JoinExpr.Larg)
+			l, lw, err := item(x.JoinExpr.Larg)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			r, err := item(x.JoinExpr.Rarg)
+			r, rw, err := item(x.JoinExpr.Rarg)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			x.JoinExpr.Larg, x.JoinExpr.Rarg = l, r
-			return n, nil
+			up, err := inlineWhere(x.JoinExpr, lw, rw)
+			return n, up, err
 		case *pg_query.Node_RangeVar:
 			rv := x.RangeVar
 			cte := ctes[rv.Relname]
 			if cte == nil || rv.Schemaname != "" {
-				return n, nil
+				return n, nil, nil
 			}
 			if used[rv.Relname] {
-				return nil, reject(CodeUnsupported, rv.Location, "CTE %s is read twice: a private table may be read only once per query", rv.Relname)
+				return nil, nil, reject(CodeUnsupported, rv.Location, "CTE %s is read twice: a private table may be read only once per query", rv.Relname)
 			}
 			used[rv.Relname] = true
 			inner = cte.Ctequery.GetSelectStmt()
 			alias, loc = rv.Relname, rv.Location
 			if rv.Alias != nil {
 				if len(rv.Alias.Colnames) > 0 {
-					return nil, reject(CodeUnsupported, rv.Location, "column aliases on CTE %s are not supported", rv.Relname)
+					return nil, nil, reject(CodeUnsupported, rv.Location, "column aliases on CTE %s are not supported", rv.Relname)
 				}
 				alias = rv.Alias.Aliasname
 			}
 		case *pg_query.Node_RangeSubselect:
 			rs := x.RangeSubselect
 			if !a.readsPrivate(rs.Subquery) {
-				return n, nil
+				return n, nil, nil
 			}
 			if rs.Lateral {
-				return nil, reject(CodeUnsupported, -1, "LATERAL subqueries over a private table are not supported")
+				return nil, nil, reject(CodeUnsupported, -1, "LATERAL subqueries over a private table are not supported")
 			}
 			inner = rs.Subquery.GetSelectStmt()
 			if rs.Alias != nil {
 				if len(rs.Alias.Colnames) > 0 {
-					return nil, reject(CodeUnsupported, -1, "column aliases on a derived table over a private table are not supported")
+					return nil, nil, reject(CodeUnsupported, -1, "column aliases on a derived table over a private table are not supported")
 				}
 				alias = rs.Alias.Aliasname
 			}
 		default:
-			return n, nil
+			return n, nil, nil
 		}
 		if inner == nil {
-			return nil, reject(CodeUnsupported, loc, "a derived table over a private table must be a SELECT")
+			return nil, nil, reject(CodeUnsupported, loc, "a derived table over a private table must be a SELECT")
 		}
 		flat, err := a.flatten(inner)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := a.inlinable(flat, loc); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		d := &derived{alias: alias, cols: map[string]*pg_query.Node{}, where: flat.WhereClause}
+		qualifyColumns(flat)
+		d := &derived{alias: alias, cols: map[string]*pg_query.Node{}}
+		var where []*pg_query.Node
+		if flat.WhereClause != nil {
+			where = append(where, flat.WhereClause)
+		}
 		for _, t := range flat.TargetList {
 			rt := t.GetResTarget()
 			v := rt.GetVal()
@@ -1705,9 +1501,9 @@ func (a *Analyzer) flatten(sel *pg_query.SelectStmt) (*pg_query.SelectStmt, erro
 			for _, f := range flat.FromClause[1:] {
 				j = &pg_query.Node{Node: &pg_query.Node_JoinExpr{JoinExpr: &pg_query.JoinExpr{Jointype: pg_query.JoinType_JOIN_INNER, Larg: j, Rarg: f}}}
 			}
-			return j, nil
+			return j, where, nil
 		}
-		return flat.FromClause[0], nil
+		return flat.FromClause[0], where, nil
 	}
 	// Replace outer references before the FROM items, so that the inlined
 	// FROM (whose own references belong to the inner scope) is untouched.
@@ -1715,7 +1511,7 @@ func (a *Analyzer) flatten(sel *pg_query.SelectStmt) (*pg_query.SelectStmt, erro
 	for _, f := range sel.FromClause {
 		// dry run to learn the derived tables' columns
 		c := proto.Clone(f).(*pg_query.Node)
-		it, e := item(c)
+		it, _, e := item(c)
 		if e != nil {
 			return nil, e
 		}
@@ -1805,26 +1601,109 @@ func (a *Analyzer) flatten(sel *pg_query.SelectStmt) (*pg_query.SelectStmt, erro
 	ds = nil
 	used = map[string]bool{}
 	items = items[:0]
+	var wheres []*pg_query.Node
 	for _, f := range sel.FromClause {
-		it, e := item(f)
+		it, w, e := item(f)
 		if e != nil {
 			return nil, e
 		}
 		items = append(items, it)
+		wheres = append(wheres, w...)
 	}
 	sel.FromClause = items
-	for _, d := range ds {
-		if d.where == nil {
-			continue
-		}
-		if sel.WhereClause == nil {
-			sel.WhereClause = d.where
-			continue
-		}
-		sel.WhereClause = &pg_query.Node{Node: &pg_query.Node_BoolExpr{BoolExpr: &pg_query.BoolExpr{
-			Boolop: pg_query.BoolExprType_AND_EXPR, Args: []*pg_query.Node{d.where, sel.WhereClause}, Location: -1}}}
+	for _, w := range wheres {
+		sel.WhereClause = andNodes(w, sel.WhereClause)
 	}
 	return sel, nil
+}
+
+// andNodes is a AND b (a alone when b is nil).
+func andNodes(a, b *pg_query.Node) *pg_query.Node {
+	if b == nil {
+		return a
+	}
+	return &pg_query.Node{Node: &pg_query.Node_BoolExpr{BoolExpr: &pg_query.BoolExpr{
+		Boolop: pg_query.BoolExprType_AND_EXPR, Args: []*pg_query.Node{a, b}, Location: -1}}}
+}
+
+// inlineWhere places the WHERE clauses of the derived tables inlined into
+// the two sides of join j (left, right) and returns those that must
+// filter j's own rows. A filter f on the columns of one side commutes
+// with an inner join and with the preserved side of an outer join
+// (σf(A) ⋈ B = σf(A ⋈ B), σf(A) ⟕ B = σf(A ⟕ B)), so it moves up, in the
+// end to the outer WHERE; on the nullable side of an outer join it
+// becomes part of the join's condition (A ⟕ σf(B) = A ⟕ B ON … AND f):
+// in the outer WHERE it would drop the rows the outer join keeps without
+// a match, and the join would count as an inner one (issue 12).
+func inlineWhere(j *pg_query.JoinExpr, left, right []*pg_query.Node) ([]*pg_query.Node, error) {
+	var on []*pg_query.Node
+	up := left
+	switch j.Jointype {
+	case pg_query.JoinType_JOIN_INNER:
+		up = append(up, right...)
+	case pg_query.JoinType_JOIN_LEFT:
+		on = right
+	case pg_query.JoinType_JOIN_RIGHT:
+		up, on = right, left
+	default:
+		on = append(left, right...)
+		if len(on) > 0 {
+			return nil, reject(CodeUnsupported, -1, "a derived table or CTE with WHERE on a side of this kind of join is not supported over a private table: write the join with the table itself")
+		}
+	}
+	if len(on) == 0 {
+		return up, nil
+	}
+	if len(j.UsingClause) > 0 || j.IsNatural || j.Quals == nil {
+		return nil, reject(CodeUnsupported, -1, "a CTE or derived table with WHERE on the nullable side of an outer join needs an ON condition to hold its WHERE: write the join with ON instead of USING or NATURAL")
+	}
+	for _, w := range on {
+		j.Quals = andNodes(j.Quals, w)
+	}
+	return up, nil
+}
+
+// qualifyColumns qualifies the unqualified column references of a derived
+// table's select list and WHERE with its only relation, so that they
+// still mean its columns once inlined into the outer query, where a
+// joined table may have a column of the same name (issue 12: 42702 after
+// the charge). Names are unique in a FROM of one relation; with several,
+// they are left as written: the outer query still holds every inner
+// relation, so an unqualified name can only become ambiguous (an error
+// PostgreSQL reports), never mean another relation's column.
+func qualifyColumns(s *pg_query.SelectStmt) {
+	if len(s.FromClause) != 1 {
+		return
+	}
+	rv := s.FromClause[0].GetRangeVar()
+	if rv == nil {
+		return
+	}
+	q := rv.Relname
+	if rv.Alias != nil {
+		q = rv.Alias.Aliasname
+	}
+	fix := func(n *pg_query.Node) {
+		if n == nil {
+			return
+		}
+		replaceNodes(n, func(x *pg_query.Node) bool {
+			switch v := x.Node.(type) {
+			case *pg_query.Node_ColumnRef:
+				if f := v.ColumnRef.Fields; len(f) == 1 && f[0].GetString_() != nil {
+					v.ColumnRef.Fields = []*pg_query.Node{pg_query.MakeStrNode(q), f[0]}
+				}
+				return true
+			case *pg_query.Node_SubLink:
+				return true
+			}
+			return false
+		})
+	}
+	for _, t := range s.TargetList {
+		fix(t.GetResTarget().GetVal())
+	}
+	fix(s.WhereClause)
 }
 
 // readsPrivate reports whether a subquery reads a private table.
@@ -1882,14 +1761,6 @@ func hasAggregate(ns []*pg_query.Node) bool {
 	return found
 }
 
-// Operators allowed in WHERE on a private table.
-var (
-	comparisonOps = map[string]bool{"=": true, "<>": true, "!=": true, "<": true, ">": true, "<=": true, ">=": true}
-	likeOps       = map[string]bool{"~~": true, "!~~": true, "~~*": true, "!~~*": true}
-	arithmeticOps = map[string]bool{"+": true, "-": true, "*": true, "/": true, "%": true, "^": true}
-	regexOps      = map[string]bool{"~": true, "~*": true, "!~": true, "!~*": true}
-)
-
 // deps says what an expression depends on besides constants.
 type deps uint8
 
@@ -1897,147 +1768,6 @@ const (
 	depColumn deps = 1 << iota // a column of the private table
 	depParam                   // a client parameter ($n)
 )
-
-// where checks a WHERE expression and reports what it depends on. Only
-// predicates that cannot fail depending on the rows' values are allowed:
-// an expression over constants alone is folded (and fails, if it fails)
-// when the upstream plans the query, before any row is read.
-func (p *planner) where(n *pg_query.Node) (deps, error) {
-	tname := p.table.QualifiedName()
-	switch x := n.GetNode().(type) {
-	case *pg_query.Node_BoolExpr:
-		return p.whereAll(x.BoolExpr.Args)
-	case *pg_query.Node_AExpr:
-		return p.aExpr(x.AExpr)
-	case *pg_query.Node_NullTest:
-		return p.where(x.NullTest.Arg)
-	case *pg_query.Node_BooleanTest:
-		return p.where(x.BooleanTest.Arg)
-	case *pg_query.Node_ColumnRef:
-		_, err := p.column(x.ColumnRef)
-		return depColumn, err
-	case *pg_query.Node_AConst:
-		return 0, nil
-	case *pg_query.Node_ParamRef:
-		return depParam, nil
-	case *pg_query.Node_TypeCast:
-		d, err := p.where(x.TypeCast.Arg)
-		if err != nil {
-			return 0, err
-		}
-		if d&depColumn != 0 {
-			return 0, reject(CodeForbidden, x.TypeCast.Location, "a cast of a column is refused in WHERE on private table %s: it can fail depending on private values", tname)
-		}
-		return d, nil
-	case *pg_query.Node_SubLink:
-		return 0, reject(CodeUnsupported, x.SubLink.Location, "subqueries are not supported in queries over private table %s", tname)
-	case *pg_query.Node_FuncCall:
-		_, name := funcName(x.FuncCall)
-		return 0, reject(CodeForbidden, x.FuncCall.Location, "function %s is not allowed in WHERE on private table %s", name, tname)
-	}
-	return 0, reject(CodeUnsupported, -1, "%s is not supported in WHERE on private table %s", describe(n), tname)
-}
-
-func (p *planner) whereAll(ns []*pg_query.Node) (deps, error) {
-	var d deps
-	for _, n := range ns {
-		if n == nil {
-			continue
-		}
-		nd, err := p.where(n)
-		if err != nil {
-			return 0, err
-		}
-		d |= nd
-	}
-	return d, nil
-}
-
-func (p *planner) aExpr(e *pg_query.A_Expr) (deps, error) {
-	tname := p.table.QualifiedName()
-	if len(e.Name) != 1 || e.Name[0].GetString_() == nil {
-		return 0, reject(CodeUnsupported, e.Location, "qualified operators (OPERATOR(...)) are not supported on private table %s", tname)
-	}
-	op := e.Name[0].GetString_().GetSval()
-	// list is the right side of IN and BETWEEN.
-	list := func(n *pg_query.Node) []*pg_query.Node {
-		if items := n.GetList().GetItems(); items != nil {
-			return items
-		}
-		return []*pg_query.Node{n}
-	}
-	switch e.Kind {
-	case pg_query.A_Expr_Kind_AEXPR_OP:
-		switch {
-		case arithmeticOps[op]:
-			d, err := p.whereAll([]*pg_query.Node{e.Lexpr, e.Rexpr})
-			if err != nil {
-				return 0, err
-			}
-			if d != 0 {
-				return 0, reject(CodeForbidden, e.Location, "arithmetic (%s) on a column or parameter is refused in WHERE on private table %s: overflow or division errors would depend on private values", op, tname)
-			}
-			return 0, nil
-		case e.Lexpr == nil || e.Rexpr == nil:
-		case comparisonOps[op]:
-			return p.whereAll([]*pg_query.Node{e.Lexpr, e.Rexpr})
-		case likeOps[op]:
-			return p.like(e)
-		case regexOps[op]:
-			return 0, reject(CodeForbidden, e.Location, "regular expression operator %s is not allowed on private table %s", op, tname)
-		}
-		return 0, reject(CodeForbidden, e.Location, "operator %s is not allowed in WHERE on private table %s", op, tname)
-	case pg_query.A_Expr_Kind_AEXPR_LIKE, pg_query.A_Expr_Kind_AEXPR_ILIKE:
-		return p.like(e)
-	case pg_query.A_Expr_Kind_AEXPR_SIMILAR:
-		return 0, reject(CodeForbidden, e.Location, "SIMILAR TO is not allowed on private table %s", tname)
-	case pg_query.A_Expr_Kind_AEXPR_IN,
-		pg_query.A_Expr_Kind_AEXPR_BETWEEN, pg_query.A_Expr_Kind_AEXPR_NOT_BETWEEN,
-		pg_query.A_Expr_Kind_AEXPR_BETWEEN_SYM, pg_query.A_Expr_Kind_AEXPR_NOT_BETWEEN_SYM:
-		return p.whereAll(append([]*pg_query.Node{e.Lexpr}, list(e.Rexpr)...))
-	}
-	return 0, reject(CodeUnsupported, e.Location, "%s is not supported in WHERE on private table %s", aExprKindName(e.Kind), tname)
-}
-
-// like checks x LIKE pattern. PostgreSQL reports a malformed pattern (one
-// ending in the escape character) only when matching reaches that point,
-// so whether it fails depends on the rows: the pattern must be a constant
-// string, checked here.
-func (p *planner) like(e *pg_query.A_Expr) (deps, error) {
-	tname := p.table.QualifiedName()
-	d, err := p.where(e.Lexpr)
-	if err != nil {
-		return 0, err
-	}
-	pat := e.Rexpr
-	if tc := pat.GetTypeCast(); tc != nil {
-		pat = tc.Arg
-	}
-	c := pat.GetAConst()
-	if c == nil || c.GetSval() == nil {
-		return 0, reject(CodeForbidden, e.Location, "a LIKE pattern must be a constant string on private table %s: an invalid pattern would fail depending on private values", tname)
-	}
-	if !validLikePattern(c.GetSval().GetSval()) {
-		return 0, reject(CodeForbidden, c.Location, "LIKE pattern must not end with escape character")
-	}
-	if _, err := p.where(e.Rexpr); err != nil {
-		return 0, err
-	}
-	return d, nil
-}
-
-// validLikePattern reports whether every backslash escapes a character.
-func validLikePattern(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' {
-			if i+1 >= len(s) {
-				return false
-			}
-			i++
-		}
-	}
-	return true
-}
 
 func aExprKindName(k pg_query.A_Expr_Kind) string {
 	switch k {
@@ -2185,7 +1915,7 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 		return "", err
 	}
 	r := intLit(p.table.MaxRowsPerUnit)
-	seed := "$" + strconv.Itoa(plan.NumParams+1) + "::bigint"
+	seed := "$" + strconv.Itoa(plan.SeedParam()) + "::bigint"
 
 	var distinct *pg_query.Node // the argument of count(DISTINCT col)
 	var distinctFilter *pg_query.Node
@@ -2283,8 +2013,8 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 		// an integer column (SUM and AVG only: variance squares and
 		// quantiles bucket the value, which must not overflow or change
 		// type).
-		v := fmt.Sprintf("least(greatest((%s)::numeric, %s), %s)", col, numLit(agg.Lower), numLit(agg.Upper))
-		vSum := fmt.Sprintf("least(greatest((%s)%s, %s), %s)", col, p.clampCast(p.aggArgs[i]), numLit(agg.Lower), numLit(agg.Upper))
+		v := nullSafeSQL(col, fmt.Sprintf("least(greatest((%s)::numeric, %s), %s)", col, numLit(agg.Lower), numLit(agg.Upper)))
+		vSum := nullSafeSQL(col, fmt.Sprintf("least(greatest((%s)%s, %s), %s)", col, p.clampCast(p.aggArgs[i]), numLit(agg.Lower), numLit(agg.Upper)))
 		switch agg.Kind {
 		case AggCount:
 			switch {
@@ -2369,7 +2099,7 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 		b.WriteString(") AS dp_per_unit\n")
 		// Without GROUP BY each unit touches one group, so no group is
 		// sampled; the seed is still referenced so that every plan takes
-		// exactly NumParams+1 parameters.
+		// exactly SeedParam() parameters.
 		b.WriteString("WHERE " + seed + " IS NOT NULL")
 		return b.String(), nil
 	}

@@ -51,7 +51,7 @@ func newTestAnalyzer(t testing.TB) *Analyzer {
 	if err != nil {
 		t.Fatalf("conf.Parse: %v", err)
 	}
-	return New(cfg, Options{})
+	return New(cfg, Options{Relations: testRelations, ColumnTypes: testColumnTypes})
 }
 
 var kindNames = map[Kind]string{
@@ -147,6 +147,7 @@ func renderPlan(b *strings.Builder, p *Plan) {
 	for _, o := range p.OrderBy {
 		fmt.Fprintf(b, "-- order: output=%d desc=%v nulls_first=%v\n", o.Output, o.Descending, o.NullsFirst)
 	}
+	renderTotality(b, p) // totality_test.go
 }
 
 func goldenCases(t testing.TB) []string {
@@ -274,9 +275,10 @@ func checkPrivateSQL(t testing.TB, src string, p *Plan) {
 		t.Errorf("rewrite of %q: innermost GROUP BY does not start with the privacy unit %s", src, p.Table.PrivacyUnit)
 	}
 	// The salt is the last parameter, and no other parameter is added.
-	if n := numParams(tree.Stmts[0].Stmt.GetSelectStmt()); n != p.NumParams+1 {
-		t.Errorf("rewrite of %q: highest parameter $%d, want $%d", src, n, p.NumParams+1)
+	if n := numParams(tree.Stmts[0].Stmt.GetSelectStmt()); n != p.SeedParam() {
+		t.Errorf("rewrite of %q: highest parameter $%d, want $%d", src, n, p.SeedParam())
 	}
+	checkConstantsHoisted(t, src, p, tree) // totality_test.go
 	// Result columns: keys, then dp_units, then each component once.
 	top := tree.Stmts[0].Stmt.GetSelectStmt()
 	seen := map[int]bool{p.UnitsCol: true}

@@ -133,6 +133,17 @@ func setStmt(n *pg_query.VariableSetStmt, text string) (*Statement, error) {
 	if dpName, ok := strings.CutPrefix(name, "dp."); ok {
 		return setDP(n, dpName)
 	}
+	if n.Kind == pg_query.VariableSetKind_VAR_SET_VALUE {
+		// Only plain constants: pg_query's deparser crashes the whole
+		// process (SIGSEGV in C) on SET TIME ZONE INTERVAL '+01:00'
+		// without a qualifier (found by FuzzDifferential), and no
+		// settable setting needs another form.
+		for _, arg := range n.Args {
+			if arg.GetAConst() == nil {
+				return nil, reject(CodeUnsupported, -1, "SET %s takes a constant value (a string or a number)", name)
+			}
+		}
+	}
 	switch n.Kind {
 	case pg_query.VariableSetKind_VAR_RESET_ALL:
 		return &Statement{Kind: KindPassThrough, ChangesSettings: true}, nil

@@ -47,4 +47,5 @@ if [ "$fuzztime" != 0 ]; then
   go test -run '^$' -fuzz '^FuzzStartup$' -fuzztime "$fuzztime" ./proxy
   go test -run '^$' -fuzz '^FuzzParseCache$' -fuzztime "$fuzztime" ./proxy
   go test -run '^$' -fuzz '^FuzzWire$' -fuzztime "$fuzztime" ./e2e
+  go test -run '^$' -fuzz '^FuzzDifferential$' -fuzztime "$fuzztime" ./e2e
 fi

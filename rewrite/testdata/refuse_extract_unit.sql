@@ -1,1 +1,1 @@
-SELECT extract(hour FROM ordered_at), count(*) FROM orders GROUP BY 1
+SELECT extract(hour FROM created_at), count(*) FROM orders GROUP BY 1

@@ -1,0 +1,1 @@
+SELECT date_part('year', created_at) AS y, count(*) FROM orders GROUP BY 1

@@ -1,0 +1,1 @@
+WITH c AS (SELECT * FROM products) SELECT count(*) FROM orders o, c WHERE c.price > o.amount

@@ -1,0 +1,1 @@
+SELECT count(*) FROM orders o JOIN products p ON p.category = o.region
