@@ -47,6 +47,7 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/dpproxy/dpproxy/proxy"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
@@ -164,6 +165,14 @@ func TestDifferentialOracleSeesChanges(t *testing.T) {
 		pg_query.Token_FCONST: {"number", "424242"},
 		pg_query.Token_IDENT:  {"name", "dpproxy_other"},
 		pg_query.Token_Op:     {"operator", "#"},
+		// One-character and two-character comparison operators are tokens
+		// of their own; without them too few operators are sampled.
+		pg_query.Token_ASCII_60:       {"operator", "#"},
+		pg_query.Token_ASCII_61:       {"operator", "#"},
+		pg_query.Token_ASCII_62:       {"operator", "#"},
+		pg_query.Token_LESS_EQUALS:    {"operator", "#"},
+		pg_query.Token_GREATER_EQUALS: {"operator", "#"},
+		pg_query.Token_NOT_EQUALS:     {"operator", "#"},
 	}
 	seen, caught := map[string]int{}, map[string]int{}
 	var missed []string
@@ -461,49 +470,11 @@ func (o *diffOracle) close() {
 // the masked catalogs' columns and the private tables' integer columns
 // read from the upstream.
 func diffAnalyzer(ctx context.Context, cat *pgx.Conn) (*rewrite.Analyzer, error) {
-	rows, err := cat.Query(ctx, rewrite.CatalogColumnsSQL, rewrite.MaskedCatalogs())
+	opts, err := proxy.AnalyzerOptions(ctx, cat, env.cfg)
 	if err != nil {
 		return nil, err
 	}
-	cols := map[string][]rewrite.Column{}
-	for rows.Next() {
-		var rel string
-		var c rewrite.Column
-		if err := rows.Scan(&rel, &c.Name, &c.Type); err != nil {
-			return nil, err
-		}
-		cols[rel] = append(cols[rel], c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, t := range env.cfg.Tables {
-		if !t.Public {
-			names = append(names, t.QualifiedName())
-		}
-	}
-	rows, err = cat.Query(ctx, `SELECT n.nspname || '.' || c.relname || '.' || a.attname
-		FROM pg_catalog.pg_attribute a
-		JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
-		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname || '.' || c.relname = ANY($1) AND a.attnum > 0 AND NOT a.attisdropped
-		  AND a.atttypid IN ('pg_catalog.int2'::regtype, 'pg_catalog.int4'::regtype, 'pg_catalog.int8'::regtype)`, names)
-	if err != nil {
-		return nil, err
-	}
-	ints := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, err
-		}
-		ints[name] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return rewrite.New(env.cfg, rewrite.Options{CatalogColumns: cols, IntegerColumns: ints}), nil
+	return rewrite.New(env.cfg, opts), nil
 }
 
 func (o *diffOracle) loadCatalog(ctx context.Context) error {

@@ -451,7 +451,8 @@ func (s *Server) ledgerOutOfReach(ctx context.Context) error {
 	return nil
 }
 
-// querier is what ledgerReach needs of a *pgx.Conn or a *pgxpool.Pool.
+// querier is a *pgx.Conn or a *pgxpool.Pool: what the start-up and
+// ledger-reach reads need.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }

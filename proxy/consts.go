@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/rewrite"
@@ -142,7 +141,7 @@ func boundParams(plan *rewrite.Plan, p *params, paramOIDs []uint32, cv *constVal
 
 // columnTypes reads the type of every column of the configured tables
 // (rewrite.ColumnTypesSQL), for the totality table.
-func columnTypes(ctx context.Context, pool *pgxpool.Pool, cfg *conf.Config) (map[string]string, error) {
+func columnTypes(ctx context.Context, pool querier, cfg *conf.Config) (map[string]string, error) {
 	var names []string
 	for _, t := range cfg.Tables {
 		names = append(names, t.QualifiedName())

@@ -3,8 +3,6 @@ package proxy
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
@@ -15,7 +13,7 @@ import (
 // person's rows cannot multiply a query's work. A key added later is
 // known after a restart; one dropped later (the only unsafe change) needs
 // DDL on a public table, which the operator controls.
-func relations(ctx context.Context, pool *pgxpool.Pool, cfg *conf.Config) (map[string]*rewrite.Relation, error) {
+func relations(ctx context.Context, pool querier, cfg *conf.Config) (map[string]*rewrite.Relation, error) {
 	names := make([]string, 0, len(cfg.Tables))
 	for _, t := range cfg.Tables {
 		names = append(names, t.QualifiedName())

@@ -200,26 +200,12 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
-	// Pass-through queries read pg_class and the statistics views through
-	// masks built from the upstream's own column lists (rewrite/mask.go).
-	cols, err := catalogColumns(ctx, s.pool)
+	aopts, err := AnalyzerOptions(ctx, s.pool, cfg)
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("proxy: reading the upstream's catalog columns: %w", err)
+		return nil, err
 	}
-	// Every configured table's column types, for the totality table
-	// (rewrite/totality.go); the integer ones are clamped natively.
-	types, err := columnTypes(ctx, s.pool, cfg) // consts.go
-	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("proxy: reading the tables' column types: %w", err)
-	}
-	rels, err := relations(ctx, s.pool, cfg) // relations.go
-	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("proxy: reading the tables' columns and unique keys: %w", err)
-	}
-	s.analyzer = rewrite.New(cfg, rewrite.Options{CatalogColumns: cols, ColumnTypes: types, Relations: rels})
+	s.analyzer = rewrite.New(cfg, aopts)
 	if err := s.checkLimits(ctx); err != nil { // limits.go
 		s.Close()
 		return nil, err
@@ -230,7 +216,30 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 
 // catalogColumns reads the columns of the catalog relations the rewrite
 // masks, in order, as this upstream's PostgreSQL version has them.
-func catalogColumns(ctx context.Context, pool *pgxpool.Pool) (map[string][]rewrite.Column, error) {
+// AnalyzerOptions reads from the upstream what the analyzer needs to know
+// of it, as the proxy does at start; tests that analyse as the proxy does
+// (e2e/differential_test.go) use it too.
+func AnalyzerOptions(ctx context.Context, q querier, cfg *conf.Config) (rewrite.Options, error) {
+	// Pass-through queries read pg_class and the statistics views through
+	// masks built from the upstream's own column lists (rewrite/mask.go).
+	cols, err := catalogColumns(ctx, q)
+	if err != nil {
+		return rewrite.Options{}, fmt.Errorf("proxy: reading the upstream's catalog columns: %w", err)
+	}
+	// Every configured table's column types, for the totality table
+	// (rewrite/totality.go); the integer ones are clamped natively.
+	types, err := columnTypes(ctx, q, cfg) // consts.go
+	if err != nil {
+		return rewrite.Options{}, fmt.Errorf("proxy: reading the tables' column types: %w", err)
+	}
+	rels, err := relations(ctx, q, cfg) // relations.go
+	if err != nil {
+		return rewrite.Options{}, fmt.Errorf("proxy: reading the tables' columns and unique keys: %w", err)
+	}
+	return rewrite.Options{CatalogColumns: cols, ColumnTypes: types, Relations: rels}, nil
+}
+
+func catalogColumns(ctx context.Context, pool querier) (map[string][]rewrite.Column, error) {
 	rows, err := pool.Query(ctx, rewrite.CatalogColumnsSQL, rewrite.MaskedCatalogs())
 	if err != nil {
 		return nil, err
