@@ -95,3 +95,30 @@ func TestFailureAfterChargeIsOpaque(t *testing.T) {
 		t.Errorf("timeout: %v, want the one opaque error", err)
 	}
 }
+
+// TestHugeUpstreamRowRefused: nested ROW(...) doubles record_out's quoting
+// per level, so 27 levels (a few hundred bytes of SQL) make PostgreSQL send
+// a 134 MB row (red team). The proxy caps upstream messages: the statement
+// fails instead of the proxy holding the row, and the proxy keeps serving.
+func TestHugeUpstreamRowRefused(t *testing.T) {
+	nested := func(depth int) string {
+		q := "1"
+		for range depth {
+			q = "ROW(" + q + ", 'x')"
+		}
+		return "SELECT " + q
+	}
+	conn := connectAt(t, env.proxyAddr, "carol", pwCarol, pgx.QueryExecModeSimpleProtocol)
+	var small string
+	if err := conn.QueryRow(ctx, nested(8)).Scan(&small); err != nil {
+		t.Fatalf("a small nested row: %v", err)
+	}
+	if _, err := conn.Exec(ctx, nested(27)); err == nil {
+		t.Errorf("a 134 MB row was relayed")
+	}
+	again := connectAt(t, env.proxyAddr, "carol", pwCarol, pgx.QueryExecModeSimpleProtocol)
+	var one int
+	if err := again.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		t.Fatalf("the proxy stopped serving: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dpproxy/dpproxy/budget"
@@ -77,6 +79,10 @@ type Server struct {
 }
 
 type cancelKey struct{ pid, secret uint32 }
+
+// maxUpstreamMessage caps one message from the upstream (a row, in
+// practice): schema browsing and DP answers need far less.
+const maxUpstreamMessage = 64 << 20
 
 // New connects to the upstream, opens the ledger (creating schema dpproxy if
 // missing) and prepares authentication. Callers must call Close.
@@ -165,6 +171,16 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 	pcfg.MaxConns = int32(min(s.lim.cfg.MaxConnections, 1<<20))
 	pcfg.MinConns = 0
 	pcfg.ConnConfig.OnNotice = s.routeNotice
+	// A tiny pass-through query can make PostgreSQL send a huge row
+	// (nested ROW(...) doubles record_out's quoting per level: 808 bytes
+	// of SQL, a 268 MB row at depth 28; red team). No upstream message may
+	// exceed maxUpstreamMessage: the statement fails instead of the proxy
+	// holding it in memory.
+	pcfg.ConnConfig.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+		f := pgproto3.NewFrontend(r, w)
+		f.SetMaxBodyLen(maxUpstreamMessage)
+		return f
+	}
 	// A statement's context ends when its client cancels or goes away:
 	// cancel it upstream rather than break the connection (cancel.go).
 	pcfg.ConnConfig.BuildContextWatcherHandler = cancelUpstreamOnDone

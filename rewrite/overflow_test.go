@@ -100,3 +100,31 @@ func TestPortableAndDeparseSafe(t *testing.T) {
 		}
 	}
 }
+
+// TestRedTeamSecondPass holds the data-dependent failures a second red-team
+// run found in the totality rules: width_bucket with count 2147483647
+// (count+1 overflows only for values past the last bound), and an IN list
+// mixing date and timestamptz (PostgreSQL converts the date per row, and
+// the conversion can fail).
+func TestRedTeamSecondPass(t *testing.T) {
+	a := newTestAnalyzer(t)
+	for _, q := range []string{
+		"SELECT count(*) FILTER (WHERE width_bucket(amount, 0, 371.25, 2147483647) > 0) FROM orders WHERE customer_id = 1",
+		"SELECT width_bucket(amount, 500, 0, 2147483647) AS b, count(*) FROM orders GROUP BY 1",
+		"SELECT count(*) FILTER (WHERE ordered_at IN ('294277-01-01'::date, '2020-01-01'::timestamptz)) FROM orders WHERE customer_id = 1",
+		"SELECT sum(CASE WHEN ordered_at IN ('294277-01-01'::date, '2020-01-01'::timestamptz) THEN 1 ELSE 0 END) FROM orders",
+		"SELECT count(*) FILTER (WHERE ordered_at IN (TIMESTAMP '294276-12-31 23:00:00', TIMESTAMPTZ '2020-01-01')) FROM orders",
+	} {
+		if _, err := a.Analyze(q); err == nil {
+			t.Errorf("Analyze(%q) accepted", q)
+		}
+	}
+	for _, q := range []string{
+		"SELECT width_bucket(amount, 0, 500, 2147483646) AS b, count(*) FROM orders GROUP BY 1",
+		"SELECT count(*) FROM orders WHERE region IN ('north', 'south')",
+	} {
+		if _, err := a.Analyze(q); err != nil {
+			t.Errorf("Analyze(%q): %v", q, err)
+		}
+	}
+}

@@ -384,6 +384,7 @@ func (p *planner) comparison(e *pg_query.A_Expr, rights []*pg_query.Node) (texpr
 	c.Lexpr = left.out
 	d := left.deps
 	outs := make([]*pg_query.Node, len(rights))
+	parts := []texpr{left}
 	for i, r := range rights {
 		right, err := p.operand(r)
 		if err != nil {
@@ -393,6 +394,17 @@ func (p *planner) comparison(e *pg_query.A_Expr, rights []*pg_query.Node) (texpr
 			return texpr{}, err
 		}
 		outs[i], d = right.out, d|right.deps
+		parts = append(parts, right)
+	}
+	if e.Kind == pg_query.A_Expr_Kind_AEXPR_IN && len(rights) > 1 {
+		// PostgreSQL converts x and every value of the list to one common
+		// type, per row when the conversion is not immutable (a date in a
+		// list with a timestamptz): each pair comparing safely is not
+		// enough, the whole list must unify totally, as CASE branches do
+		// (red team).
+		if _, _, err := p.unifyChecked(parts, "the values of an IN list", e.Location); err != nil {
+			return texpr{}, err
+		}
 	}
 	if l := c.Rexpr.GetList(); l != nil {
 		l.Items = outs
@@ -583,7 +595,7 @@ func (p *planner) valueFunc(fc *pg_query.FuncCall, key bool) (texpr, error) {
 		b1, ok1 := numConst(c.Args[1])
 		b2, ok2 := numConst(c.Args[2])
 		nb, ok3 := numConst(c.Args[3])
-		if ref == nil || lo > hi || !ok1 || !ok2 || !ok3 || b1 == b2 || nb < 1 || nb != math.Trunc(nb) || nb > math.MaxInt32 {
+		if ref == nil || lo > hi || !ok1 || !ok2 || !ok3 || b1 == b2 || nb < 1 || nb != math.Trunc(nb) || nb >= math.MaxInt32 {
 			return texpr{}, reject(CodeForbidden, fc.Location, "width_bucket on private table %s needs a column with bounds and constant, distinct bounds and a positive bucket count", tname)
 		}
 		if _, _, ok := p.argBounds(c.Args[0]); !ok {
@@ -593,7 +605,10 @@ func (p *planner) valueFunc(fc *pg_query.FuncCall, key bool) (texpr, error) {
 			return texpr{}, err
 		}
 		// Clamping to the column's bounds keeps values in range the same
-		// and turns NaN (which width_bucket refuses) into upper.
+		// and turns NaN (which width_bucket refuses) into upper. A value
+		// at or past the last bound gets count+1, so count may not be
+		// 2147483647 (count+1 overflows int4 only for those rows: red
+		// team).
 		c.Args[0] = clampNode(c.Args[0], lo, hi)
 		return texpr{out: node, typ: "int4", deps: depColumn}, nil
 	}
