@@ -218,6 +218,9 @@ tables:
 limits:
   max_connections: 2000
   statement_timeout: 30m
+  # One analyst runs all 64 clients: no per-analyst share.
+  max_connections_per_analyst: 2000
+  max_concurrent_private_queries_per_analyst: 16
 `
 
 // startProxy builds cmd/dpproxy and serves the bench configuration.

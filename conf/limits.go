@@ -30,7 +30,7 @@ const (
 	DefaultMaxQueryDepth  = 500
 	MaxQueryDepthCeiling  = 2000
 	minQueryDepth         = 32
-	DefaultMaxQueryTokens = 100_000
+	DefaultMaxQueryTokens = 50_000
 	maxConfigurableTokens = 1 << 20
 )
 

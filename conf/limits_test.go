@@ -14,7 +14,7 @@ func TestLimitsDefaults(t *testing.T) {
 	want := Limits{MaxConnections: 500, MaxMessageSize: 8 << 20, MaxQueryLength: 1 << 20, AuthTimeout: 30 * time.Second,
 		IdleTimeout: time.Hour, WriteTimeout: time.Minute, StatementTimeout: time.Minute, MaxConcurrentPrivate: 16,
 		MaxConnectionsPerAnalyst: 50, MaxConcurrentPrivatePerAnalyst: 4, PrivateQueryWait: 30 * time.Second,
-		MaxQueryDepth: 500, MaxQueryTokens: 100_000}
+		MaxQueryDepth: 500, MaxQueryTokens: 50_000}
 	if c.Limits != want {
 		t.Errorf("default limits = %v, want %v", c.Limits, want)
 	}

@@ -18,8 +18,9 @@ import (
 // the query pool sends the upstream a CancelRequest
 // (cancelUpstreamOnDone) instead of breaking the connection, so that the
 // statement ends upstream and the session can go on. A private query on
-// the clock of timing.go takes the cancel there instead (deferCancel): it
-// acts at the end of a time slot.
+// its clock (clock.go) takes the cancel there instead (deferCancel): it
+// acts at the end of a time slot. A portal streaming from the upstream
+// (portal.go) watches the context itself.
 //
 // PostgreSQL does not notice that a client went away while a statement
 // runs: it reads nothing from the client until the statement ends, and a

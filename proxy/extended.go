@@ -112,7 +112,7 @@ func (ss *session) parse(ctx context.Context, m *pgproto3.Parse) error {
 		}
 		ps.fields = r.fields
 	}
-	ss.closeStatement(ctx, m.Name)
+	ss.closeStatement(ctx, m.Name, false)
 	ss.statements[m.Name] = ps
 	ss.send(&pgproto3.ParseComplete{})
 	return nil
@@ -268,7 +268,7 @@ func (ss *session) closeMessage(ctx context.Context, m *pgproto3.Close) error {
 		if err := ss.endBatch(ctx); err != nil {
 			return err
 		}
-		ss.closeStatement(ctx, m.Name)
+		ss.closeStatement(ctx, m.Name, true)
 	case 'P':
 		ss.closeUpstreamPortal(ss.portals[m.Name])
 		delete(ss.portals, m.Name)
@@ -279,18 +279,25 @@ func (ss *session) closeMessage(ctx context.Context, m *pgproto3.Close) error {
 	return nil
 }
 
-// closeStatement forgets a prepared statement (if any) and its portals, and
-// deallocates its upstream twin.
-func (ss *session) closeStatement(ctx context.Context, name string) {
+// closeStatement forgets a prepared statement (if any) and gives back its
+// upstream twin. Closing it (Close, DEALLOCATE) closes its portals too;
+// replacing it (a Parse of its name: the unnamed statement's usual fate)
+// keeps the portals that already run, as PostgreSQL does, since they need
+// it no more: one streaming from an upstream portal, or holding a private
+// result. (pgJDBC fetches a cursor's rows in batches while it runs other
+// statements through the unnamed statement.)
+func (ss *session) closeStatement(ctx context.Context, name string, closePortals bool) {
 	ps, ok := ss.statements[name]
 	if !ok {
 		return
 	}
 	delete(ss.statements, name)
 	for k, pt := range ss.portals {
-		if pt.ps == ps {
-			delete(ss.portals, k)
+		if pt.ps != ps || !closePortals && (pt.upName != "" || pt.res != nil) {
+			continue
 		}
+		ss.closeUpstreamPortal(pt)
+		delete(ss.portals, k)
 	}
 	if ps.shared != nil {
 		ss.releaseUpstreamStmt(ctx, ps.shared)
@@ -301,14 +308,14 @@ func (ss *session) closeStatement(ctx context.Context, name string) {
 func (ss *session) deallocate(ctx context.Context, name string) (*result, error) {
 	if name == "" {
 		for n := range ss.statements {
-			ss.closeStatement(ctx, n)
+			ss.closeStatement(ctx, n, true)
 		}
 		return &result{tag: "DEALLOCATE ALL"}, nil
 	}
 	if _, ok := ss.statements[name]; !ok {
 		return nil, newError("26000", "prepared statement %q does not exist", name)
 	}
-	ss.closeStatement(ctx, name)
+	ss.closeStatement(ctx, name, true)
 	return &result{tag: "DEALLOCATE"}, nil
 }
 

@@ -42,7 +42,7 @@ const (
 type limiter struct {
 	cfg conf.Limits
 	// maxConns is limits.max_connections, lowered at start to what the
-	// upstream can give (fitUpstream); set before Serve, read-only after.
+	// upstream can give (checkLimits); set before Serve, read-only after.
 	maxConns int
 	// conns counts accepted client connections not yet closed.
 	conns atomic.Int64

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -62,8 +63,17 @@ func (ss *session) streamPortal(ctx context.Context, name string, pt *portal, ma
 	// One watch for the whole relay, not one per row: a cancel or a
 	// client gone cancels the statement upstream, which then ends the
 	// relay with its error.
-	stop := context.AfterFunc(ctx, func() { ss.cancelRequest() })
-	defer stop()
+	sent := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { defer close(sent); ss.cancelRequest() })
+	defer func() {
+		if !stop() {
+			// A cancel still on its way could hit the session's next
+			// statement: let it arrive while the backend is idle, where
+			// PostgreSQL ignores it.
+			<-sent
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
 	n := 0
 	for {
 		msg, err := pc.ReceiveMessage(context.Background())

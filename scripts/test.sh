@@ -44,6 +44,7 @@ fuzztime="${DPPROXY_FUZZTIME:-15s}"
 if [ "$fuzztime" != 0 ]; then
   echo "== go test -fuzz ($fuzztime each)"
   go test -run '^$' -fuzz '^FuzzRewrite$' -fuzztime "$fuzztime" ./rewrite
+  go test -run '^$' -fuzz '^FuzzDeepExpressions$' -fuzztime "$fuzztime" ./rewrite
   go test -run '^$' -fuzz '^FuzzStartup$' -fuzztime "$fuzztime" ./proxy
   go test -run '^$' -fuzz '^FuzzParseCache$' -fuzztime "$fuzztime" ./proxy
   go test -run '^$' -fuzz '^FuzzWire$' -fuzztime "$fuzztime" ./e2e
