@@ -40,7 +40,7 @@ go test -race -count=1 -timeout 20m "$@" ./...
 # Short fuzz runs (issue 4): the rewriter, the wire front end before and
 # after startup. Longer runs: docs/threat-model.md, "Fuzzing".
 # DPPROXY_FUZZTIME=0 skips them.
-fuzztime="${DPPROXY_FUZZTIME:-15s}"
+fuzztime="${DPPROXY_FUZZTIME:-10s}"
 if [ "$fuzztime" != 0 ]; then
   echo "== go test -fuzz ($fuzztime each)"
   go test -run '^$' -fuzz '^FuzzRewrite$' -fuzztime "$fuzztime" ./rewrite
