@@ -122,3 +122,29 @@ func TestHugeUpstreamRowRefused(t *testing.T) {
 		t.Fatalf("the proxy stopped serving: %v", err)
 	}
 }
+
+// TestPlanTimeFailuresAreNotCharged: a constant that fails only when
+// PostgreSQL plans the query (folded against a column's type, or in
+// HAVING) is found before the charge.
+func TestPlanTimeFailuresAreNotCharged(t *testing.T) {
+	for _, m := range attackModes {
+		t.Run(m.name, func(t *testing.T) {
+			conn := connectAt(t, env.proxyAddr, "carol", pwCarol, m.mode)
+			for _, sql := range []string{
+				"SELECT count(*) FROM orders WHERE quantity > 3000000000::int4",
+				"SELECT count(*) FROM orders WHERE quantity > 1/0",
+				"SELECT region, count(*) FROM orders GROUP BY region HAVING count(*) > 1/0",
+				"SELECT region, count(*) + 1/0 AS c FROM orders GROUP BY region",
+			} {
+				before := showBudget(t, conn)
+				_, err := conn.Exec(ctx, sql)
+				if err == nil {
+					t.Errorf("%s: answered", sql)
+				}
+				if after := showBudget(t, conn); after != before {
+					t.Errorf("%s (%v) was charged: %+v -> %+v", sql, err, before, after)
+				}
+			}
+		})
+	}
+}

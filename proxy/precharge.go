@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -19,12 +18,13 @@ import (
 //
 //   - the session's transaction is not already aborted (PostgreSQL would
 //     refuse the query before reading anything, but after the charge);
-//   - the rewritten SQL prepares upstream: parse analysis reads only the
-//     catalog, so an ambiguous or unknown name in the rewrite (a bug of the
-//     rewrite) is found here, uncharged;
 //   - every bound parameter is a valid value of its type (text input or
 //     binary receive), checked by binding it to a statement that reads no
-//     table.
+//     table;
+//   - the rewritten SQL plans upstream with the values it will run with:
+//     parse analysis and planning read only the catalog and statistics,
+//     so an unknown name in the rewrite, or a constant that fails when
+//     PostgreSQL folds it, is found here, uncharged.
 func (ss *session) checkAnswerable(ctx context.Context, plan *rewrite.Plan, p *params, paramOIDs []uint32, cv *constValues) error {
 	if ss.txStatus() == 'E' {
 		return &Error{Code: "25P02", Message: "current transaction is aborted, commands ignored until end of transaction block"}
@@ -33,37 +33,54 @@ func (ss *session) checkAnswerable(ctx context.Context, plan *rewrite.Plan, p *p
 	if len(paramOIDs) < n {
 		return newError(codeProtocol, "the query has %d parameters but %d types are known", n, len(paramOIDs))
 	}
-	_, _, oids := boundParams(plan, p, paramOIDs, cv, [8]byte{}) // the client's, the constants' (consts.go), the seed
+	values, formats, oids := boundParams(plan, p, paramOIDs, cv, [8]byte{}) // the client's, the constants' (consts.go), the seed
 	pc := ss.upstream.Conn().PgConn()
-	key := "bounded\x00" + fmt.Sprint(oids) + "\x00" + plan.SQL
-	if _, ok := ss.srv.describes.Get(key); !ok {
-		if _, err := pc.Prepare(ctx, "", plan.SQL, oids); err != nil {
+	if n > 0 {
+		var b strings.Builder
+		b.WriteString("SELECT ")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("$" + strconv.Itoa(i+1))
+		}
+		if _, err := pc.ExecParams(ctx, b.String(), values[:n], oids[:n], formats[:n], nil).Close(); err != nil {
+			// About the client's own values, which it may see; nothing charged.
+			return err
+		}
+	}
+	// Plan, without running, the rewritten SQL with the values it will run
+	// with: parse analysis finds a name the rewrite got wrong, planning
+	// folds the constants PostgreSQL folds (a literal out of range for the
+	// column it is compared with, 1/0), both without reading a row. The
+	// plan is discarded, its row estimates never leave the proxy, and the
+	// database's message goes to the log only. The original statement is
+	// planned too when the noisy rows are post-processed by it (HAVING and
+	// output expressions hold constants of their own).
+	checks := []struct {
+		sql     string
+		values  [][]byte
+		formats []int16
+		oids    []uint32
+	}{{plan.SQL, values, formats, oids}}
+	if plan.Post != nil {
+		checks = append(checks, struct {
+			sql     string
+			values  [][]byte
+			formats []int16
+			oids    []uint32
+		}{plan.OriginalSQL, values[:n], formats[:n], oids[:n]})
+	}
+	for _, c := range checks {
+		if _, err := pc.ExecParams(ctx, "EXPLAIN (COSTS OFF) "+c.sql, c.values, c.oids, c.formats, nil).Close(); err != nil {
 			var pgErr *pgconn.PgError
 			if !errors.As(err, &pgErr) {
 				return err
 			}
-			ss.log.Error("the rewritten query does not prepare upstream", "code", pgErr.Code, "err", pgErr.Message)
-			return &Error{Code: codeUnsupported, cause: err,
-				Message: "dpproxy cannot answer this query: its rewritten SQL is refused by the database (a limitation of dpproxy); nothing was charged",
-				Detail:  pgErr.Message}
+			ss.log.Warn("the rewritten query does not plan upstream", "code", pgErr.Code, "err", pgErr.Message)
+			return &Error{Code: pgErr.Code, cause: err,
+				Message: "dpproxy cannot answer this query: the database refuses to plan it (a constant that does not fit the type it is compared with, an operation on constants that fails, or a limitation of dpproxy's rewrite); nothing was charged"}
 		}
-		ss.srv.describes.Add(key, &description{})
-	}
-	if n == 0 {
-		return nil
-	}
-	var b strings.Builder
-	b.WriteString("SELECT ")
-	for i := range n {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("$" + strconv.Itoa(i+1))
-	}
-	values, formats := p.values[:n], p.formats[:n]
-	if _, err := pc.ExecParams(ctx, b.String(), values, oids[:n], formats, nil).Close(); err != nil {
-		// About the client's own values, which it may see; nothing charged.
-		return err
 	}
 	return nil
 }
