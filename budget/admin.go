@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/dpproxy/dpproxy/conf"
 )
 
 // Account is one analyst's budget, as an operator lists it.
@@ -24,7 +22,7 @@ type Account struct {
 // List returns every analyst in the ledger, by name.
 func (l *Ledger) List(ctx context.Context) ([]Account, error) {
 	rows, err := l.pool.Query(ctx, `SELECT b.analyst, (SELECT count(*) FROM dpproxy.answers a WHERE a.analyst = b.analyst), `+
-		spendColumns+` FROM dpproxy.budgets b ORDER BY b.analyst`)
+		budgetColumns+` FROM dpproxy.budgets b ORDER BY b.analyst`)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -32,28 +30,21 @@ func (l *Ledger) List(ctx context.Context) ([]Account, error) {
 	var out []Account
 	for rows.Next() {
 		var a Account
-		var s Spend
-		err := rows.Scan(&a.Analyst, &a.Answers, &s.EpsilonSpent, &s.EpsilonLimit, &s.DeltaSpent, &s.DeltaLimit,
-			&s.epsRemaining, &s.deltaRemaining, &s.Rho, &s.DeltaApprox)
+		var r budgetRow
+		if err := rows.Scan(append([]any{&a.Analyst, &a.Answers}, r.dest()...)...); err != nil {
+			return nil, unavailable(err)
+		}
+		t, lim, err := r.parse()
 		if err != nil {
 			return nil, unavailable(err)
 		}
-		a.Spend = l.finishSpend(s)
+		a.Spend = l.acct.Report(t, lim)
 		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, unavailable(err)
 	}
 	return out, nil
-}
-
-// finishSpend completes a Spend scanned with spendColumns.
-func (l *Ledger) finishSpend(s Spend) Spend {
-	s.Accounting, s.exact = conf.AccountingBasic, true
-	if l.zcdp {
-		s.inZCDP()
-	}
-	return s
 }
 
 // Record is one row of the append-only audit log dpproxy.charges.
@@ -115,7 +106,7 @@ func (l *Ledger) Grant(ctx context.Context, analyst string, eps, delta float64, 
 			    updated_at = now()
 			WHERE analyst = $1 AND epsilon_limit + $2::numeric > 0
 			  AND delta_limit + $3::numeric >= 0 AND delta_limit + $3::numeric < 1
-			RETURNING `+spendColumns, analyst, decimal(eps), decimal(delta)))
+			RETURNING `+budgetColumns, analyst, decimal(eps), decimal(delta)))
 		if errors.Is(err, pgx.ErrNoRows) {
 			var exists bool
 			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM dpproxy.budgets WHERE analyst = $1)`, analyst).Scan(&exists); err != nil {

@@ -5,24 +5,26 @@
 // The ledger charges before anything runs: Ledger.Charge commits the spend
 // and a record of it in one transaction, and only then may the caller send
 // the query upstream. A charge is never refunded (a refund on failure would
-// make failures a side channel). Budgets are sequentially composed: ε and δ
-// of every charge add up.
+// make failures a side channel).
 //
 // Spent and limit columns are numeric, so ten charges of 0.1 add up to
 // exactly 1.0. Values go to the database as the shortest decimal that
-// round-trips the float64 (0.1 is sent as "0.1"), and come back as the
-// float64 nearest to the exact decimal.
+// round-trips the float64 (0.1 is sent as "0.1"); the ledger reads the
+// columns back as numeric text and adds and compares them exactly
+// (Numeric), and shows them as the float64 nearest to the exact decimal.
 //
-// Concurrency: the conditional UPDATE of an analyst's row takes the row's
-// lock, and PostgreSQL re-evaluates the condition on the latest version of
-// the row after waiting for that lock, so concurrent charges from any number
-// of connections and proxy processes serialize on the row and can never
-// overspend together.
+// Concurrency: a charge locks the analyst's row (SELECT ... FOR UPDATE)
+// before it reads the totals and limits, and writes the new totals in the
+// same transaction, so concurrent charges from any number of connections
+// and proxy processes serialize on the row (each reads what the one before
+// it wrote) and can never overspend together.
 //
-// Accounting: every charge adds its (ε, δ) and its zCDP cost (ρ and the δ of
-// its approximate part) to the analyst's row. Under basic accounting a
-// charge is admitted when Σε and Σδ stay within the limits; under zCDP
-// accounting it is admitted when either that holds or the zCDP totals,
+// Accounting: an Accountant (accountant.go) decides whether a charge fits
+// and what the new totals are; the ledger does the I/O around it. Every
+// charge adds its (ε, δ) and its zCDP cost (ρ and the δ of its approximate
+// part) to the analyst's row, under any accounting. Basic accounting
+// (basic.go) admits a charge when Σε and Σδ stay within the limits; zCDP
+// accounting (zcdp.go) when either that holds or the zCDP totals,
 // converted to (ε, δ) with the rest of the δ limit, do (both bound the same
 // sequence of mechanisms, so either suffices).
 //
@@ -41,7 +43,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"strconv"
 
@@ -50,81 +51,6 @@ import (
 
 	"github.com/dpproxy/dpproxy/conf"
 )
-
-// schemaLockKey is the pg_advisory_xact_lock key that serializes schema
-// creation and limit upserts between processes opening one ledger at once
-// (CREATE ... IF NOT EXISTS is not safe under concurrency: two creators can
-// both pass the existence check and one fails on a unique index).
-const schemaLockKey int64 = 0x6470_7072_6f78_7901 // "dpproxy" + 1
-
-// createSchema creates the ledger's schema. Open runs it only when the
-// schema is missing: even with IF NOT EXISTS, CREATE SCHEMA needs CREATE on
-// the database, which a ledger role given a schema dpproxy of its own
-// (docs/operations.md) does not have.
-const createSchema = `CREATE SCHEMA IF NOT EXISTS dpproxy`
-
-// schemaDDL creates the ledger's tables in schema dpproxy, or brings an
-// older ledger up to date (every statement is idempotent).
-func schemaDDL() []string {
-	return []string{
-		`CREATE TABLE IF NOT EXISTS dpproxy.budgets (
-			analyst       text PRIMARY KEY,
-			epsilon_limit numeric NOT NULL,
-			delta_limit   numeric NOT NULL,
-			epsilon_spent numeric NOT NULL DEFAULT 0,
-			delta_spent   numeric NOT NULL DEFAULT 0,
-			updated_at    timestamptz
-		)`,
-		// rho_spent and delta_approx_spent: zCDP totals. *_granted: what
-		// operators added with "dpproxy budget grant"; the limit is the
-		// configured budget plus the grants, so a restart keeps grants.
-		`ALTER TABLE dpproxy.budgets
-			ADD COLUMN IF NOT EXISTS rho_spent          numeric NOT NULL DEFAULT 0,
-			ADD COLUMN IF NOT EXISTS delta_approx_spent numeric NOT NULL DEFAULT 0,
-			ADD COLUMN IF NOT EXISTS epsilon_granted    numeric NOT NULL DEFAULT 0,
-			ADD COLUMN IF NOT EXISTS delta_granted      numeric NOT NULL DEFAULT 0`,
-		`CREATE TABLE IF NOT EXISTS dpproxy.charges (
-			id          bigserial PRIMARY KEY,
-			analyst     text NOT NULL,
-			at          timestamptz NOT NULL DEFAULT now(),
-			fingerprint text NOT NULL,
-			epsilon     numeric NOT NULL,
-			delta       numeric NOT NULL
-		)`,
-		// action: charge (ε, δ spent by a query), grant (added to the
-		// limits by an operator), limit (the limits set from the
-		// configuration). actor: the analyst, operator or "config".
-		`ALTER TABLE dpproxy.charges
-			ADD COLUMN IF NOT EXISTS action       text NOT NULL DEFAULT 'charge',
-			ADD COLUMN IF NOT EXISTS actor        text NOT NULL DEFAULT '',
-			ADD COLUMN IF NOT EXISTS rho          numeric NOT NULL DEFAULT 0,
-			ADD COLUMN IF NOT EXISTS delta_approx numeric NOT NULL DEFAULT 0`,
-		`CREATE INDEX IF NOT EXISTS charges_analyst_at ON dpproxy.charges (analyst, at)`,
-		`CREATE OR REPLACE FUNCTION dpproxy.append_only() RETURNS trigger LANGUAGE plpgsql AS
-			$$BEGIN RAISE EXCEPTION 'dpproxy.% is append-only', TG_TABLE_NAME; END$$`,
-		`CREATE OR REPLACE TRIGGER charges_append_only BEFORE UPDATE OR DELETE ON dpproxy.charges
-			FOR EACH ROW EXECUTE FUNCTION dpproxy.append_only()`,
-		`CREATE OR REPLACE TRIGGER charges_no_truncate BEFORE TRUNCATE ON dpproxy.charges
-			FOR EACH STATEMENT EXECUTE FUNCTION dpproxy.append_only()`,
-		// The released answers: one per question (key is a hash of the
-		// analyst, normalized query, parameters, ε, δ and mechanism), each
-		// paid for by exactly one charge.
-		`CREATE TABLE IF NOT EXISTS dpproxy.answers (
-			analyst    text NOT NULL,
-			key        text NOT NULL,
-			answer     bytea NOT NULL,
-			charge_id  bigint NOT NULL UNIQUE REFERENCES dpproxy.charges (id),
-			created_at timestamptz NOT NULL DEFAULT now(),
-			PRIMARY KEY (analyst, key)
-		)`,
-	}
-}
-
-// schemaCurrent is true when the ledger has every table and column the
-// newest schemaDDL creates.
-const schemaCurrent = `SELECT to_regclass('dpproxy.answers') IS NOT NULL
-	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.budgets') AND attname = 'delta_granted')
-	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.charges') AND attname = 'delta_approx')`
 
 // txOptions begins every ledger transaction explicitly READ WRITE, since the
 // pool's connections may default to read-only transactions
@@ -137,8 +63,8 @@ func txOptions() pgx.TxOptions {
 
 // Options configure a Ledger.
 type Options struct {
-	// Accounting is conf.AccountingBasic (also when empty) or
-	// conf.AccountingZCDP; see the package comment.
+	// Accounting names the ledger's Accountant: conf.AccountingBasic
+	// (also when empty) or conf.AccountingZCDP; see NewAccountant.
 	Accounting string
 }
 
@@ -146,17 +72,15 @@ type Options struct {
 // several processes may share one ledger database.
 type Ledger struct {
 	pool *pgxpool.Pool // not owned: the caller closes it
-	zcdp bool          // zCDP accounting; read-only after Open
+	acct Accountant    // read-only after Open
 }
 
 func newLedger(pool *pgxpool.Pool, opts Options) (*Ledger, error) {
-	switch opts.Accounting {
-	case "", conf.AccountingBasic:
-		return &Ledger{pool: pool}, nil
-	case conf.AccountingZCDP:
-		return &Ledger{pool: pool, zcdp: true}, nil
+	a, err := NewAccountant(opts.Accounting)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("budget: unknown accounting %q", opts.Accounting)
+	return &Ledger{pool: pool, acct: a}, nil
 }
 
 // Open creates the dpproxy schema and its tables if missing (or brings an
@@ -272,74 +196,43 @@ type Charge struct {
 	Fingerprint string
 }
 
-// Spend is an analyst's budget at one moment.
-type Spend struct {
-	EpsilonSpent, EpsilonLimit float64
-	DeltaSpent, DeltaLimit     float64
-	// Accounting is the accounting the four figures are in: basic
-	// (Σε, Σδ), or zcdp when the ledger uses zCDP accounting and the
-	// conversion gives the smaller ε. Under zcdp, EpsilonSpent is
-	// ρ + 2√(ρ·ln(1/δ')) with δ' = DeltaLimit − DeltaApprox, DeltaSpent is
-	// DeltaApprox, and the remaining δ is the δ' the conversion uses.
-	Accounting string
-	// Rho and DeltaApprox are the zCDP totals, kept under either accounting.
-	Rho, DeltaApprox float64
+// budgetColumns are the columns of a dpproxy.budgets row an accountant
+// reads, as numeric text, so that nothing is rounded (see budgetRow).
+const budgetColumns = `epsilon_spent::text, delta_spent::text,
+	rho_spent::text, delta_approx_spent::text,
+	epsilon_limit::text, delta_limit::text`
 
-	// Remaining amounts computed exactly in numeric by the ledger; used
-	// when exact is set, so that 1.0 - 0.7 reads 0.3.
-	epsRemaining, deltaRemaining float64
-	exact                        bool
+// budgetRow receives budgetColumns.
+type budgetRow [6]string
+
+// dest is the Scan destinations of budgetColumns.
+func (r *budgetRow) dest() []any {
+	return []any{&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]}
 }
 
-// EpsilonRemaining is the ε still available, never negative (a limit
-// lowered below the spend leaves 0).
-func (s Spend) EpsilonRemaining() float64 {
-	if s.exact {
-		return s.epsRemaining
+// parse returns the row's totals and limits.
+func (r *budgetRow) parse() (Totals, Limits, error) {
+	var n [6]Numeric
+	for i, s := range r {
+		var err error
+		if n[i], err = ParseNumeric(s); err != nil {
+			return Totals{}, Limits{}, err
+		}
 	}
-	return math.Max(0, s.EpsilonLimit-s.EpsilonSpent)
+	return Totals{Epsilon: n[0], Delta: n[1], Rho: n[2], DeltaApprox: n[3]}, Limits{Epsilon: n[4], Delta: n[5]}, nil
 }
 
-// DeltaRemaining is the δ still available, never negative.
-func (s Spend) DeltaRemaining() float64 {
-	if s.exact {
-		return s.deltaRemaining
-	}
-	return math.Max(0, s.DeltaLimit-s.DeltaSpent)
-}
-
-// inZCDP switches the figures to zCDP when that accounting gives the
-// smaller ε, or when basic composition no longer fits the limits.
-func (s *Spend) inZCDP() {
-	ez := ZCDPEpsilon(s.Rho, s.DeltaLimit-s.DeltaApprox)
-	if math.IsInf(ez, 0) {
-		return
-	}
-	basicFits := s.EpsilonSpent <= s.EpsilonLimit && s.DeltaSpent <= s.DeltaLimit
-	if basicFits && s.EpsilonSpent <= ez {
-		return
-	}
-	s.Accounting = conf.AccountingZCDP
-	s.EpsilonSpent, s.DeltaSpent = ez, s.DeltaApprox
-	s.exact = false
-}
-
-// spendColumns reads a budgets row into a Spend (see scanSpend).
-const spendColumns = `epsilon_spent::float8, epsilon_limit::float8,
-	delta_spent::float8, delta_limit::float8,
-	greatest(epsilon_limit - epsilon_spent, 0)::float8,
-	greatest(delta_limit - delta_spent, 0)::float8,
-	rho_spent::float8, delta_approx_spent::float8`
-
+// scanSpend reads one budgetColumns row and reports it with l's accountant.
 func (l *Ledger) scanSpend(row pgx.Row) (Spend, error) {
-	s := Spend{Accounting: conf.AccountingBasic}
-	err := row.Scan(&s.EpsilonSpent, &s.EpsilonLimit, &s.DeltaSpent, &s.DeltaLimit,
-		&s.epsRemaining, &s.deltaRemaining, &s.Rho, &s.DeltaApprox)
-	s.exact = err == nil
-	if err == nil && l.zcdp {
-		s.inZCDP()
+	var r budgetRow
+	if err := row.Scan(r.dest()...); err != nil {
+		return Spend{}, err
 	}
-	return s, err
+	t, lim, err := r.parse()
+	if err != nil {
+		return Spend{}, err
+	}
+	return l.acct.Report(t, lim), nil
 }
 
 // beginner is a pool or one of its connections.
@@ -367,6 +260,16 @@ func (l *Ledger) Charge(ctx context.Context, c Charge) (Spend, error) {
 }
 
 // charge runs Charge on db and also returns the id of the charge's row.
+//
+// The transaction locks the analyst's row first (FOR UPDATE), so a
+// concurrent charge waits there until this one commits or rolls back, and
+// then reads the totals this one wrote (under READ COMMITTED, a row read
+// FOR UPDATE after waiting for its lock is its latest committed version):
+// the accountant always decides on the current totals and limits, and the
+// UPDATE writes the totals it computed with no lost update in between.
+// Grant and Open's limit upsert update the same row, so they wait for the
+// lock too. TestConcurrentCharges and TestZCDPConcurrentChargesNeverOverspend
+// fail without it.
 func (l *Ledger) charge(ctx context.Context, db beginner, c Charge) (Spend, int64, error) {
 	if err := validate(c); err != nil {
 		return Spend{}, 0, err
@@ -377,55 +280,49 @@ func (l *Ledger) charge(ctx context.Context, db beginner, c Charge) (Spend, int6
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // no-op after Commit
 
-	rho, dApprox := c.zcdpPart()
-	eps, delta := decimal(c.Epsilon), decimal(c.Delta)
-	// The zCDP test is guarded by CASE, which PostgreSQL evaluates in
-	// order, so ln never sees a δ' <= 0.
-	s, err := l.scanSpend(tx.QueryRow(ctx, `
-		UPDATE dpproxy.budgets
-		SET epsilon_spent = epsilon_spent + $2::numeric,
-		    delta_spent = delta_spent + $3::numeric,
-		    rho_spent = rho_spent + $4::numeric,
-		    delta_approx_spent = delta_approx_spent + $5::numeric,
-		    updated_at = now()
-		WHERE analyst = $1
-		  AND ((epsilon_spent + $2::numeric <= epsilon_limit AND delta_spent + $3::numeric <= delta_limit)
-		       OR CASE WHEN $6::boolean AND delta_approx_spent + $5::numeric < delta_limit
-		               THEN rho_spent + $4::numeric + 2 * sqrt((rho_spent + $4::numeric)
-		                    * ln(1 / (delta_limit - delta_approx_spent - $5::numeric))) <= epsilon_limit
-		               ELSE false END)
-		RETURNING `+spendColumns, c.Analyst, eps, delta, decimal(rho), decimal(dApprox), l.zcdp))
+	var r budgetRow
+	err = tx.QueryRow(ctx, `SELECT `+budgetColumns+` FROM dpproxy.budgets WHERE analyst = $1 FOR UPDATE`,
+		c.Analyst).Scan(r.dest()...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Spend{}, 0, l.refusal(ctx, tx, c)
+		return Spend{}, 0, &UnknownAnalystError{Analyst: c.Analyst}
 	}
 	if err != nil {
 		return Spend{}, 0, unavailable(err)
 	}
+	totals, limits, err := r.parse()
+	if err != nil {
+		return Spend{}, 0, unavailable(err)
+	}
+	next, ok := l.acct.Compose(totals, limits, c)
+	if !ok {
+		return Spend{}, 0, &ExhaustedError{Requested: c, Remaining: l.acct.Report(totals, limits)}
+	}
+	// The new totals go in as numeric text of the same value and scale
+	// PostgreSQL's own epsilon_spent + $2 would have given (Numeric).
+	if _, err := tx.Exec(ctx, `
+		UPDATE dpproxy.budgets
+		SET epsilon_spent = $2::numeric,
+		    delta_spent = $3::numeric,
+		    rho_spent = $4::numeric,
+		    delta_approx_spent = $5::numeric,
+		    updated_at = now()
+		WHERE analyst = $1`,
+		c.Analyst, next.Epsilon.String(), next.Delta.String(), next.Rho.String(), next.DeltaApprox.String()); err != nil {
+		return Spend{}, 0, unavailable(err)
+	}
+	rho, dApprox := c.zcdpPart()
 	var id int64
 	if err := tx.QueryRow(ctx, `
 		INSERT INTO dpproxy.charges (analyst, fingerprint, epsilon, delta, rho, delta_approx, action, actor)
 		VALUES ($1, $2, $3::numeric, $4::numeric, $5::numeric, $6::numeric, 'charge', $1)
 		RETURNING id`,
-		c.Analyst, c.Fingerprint, eps, delta, decimal(rho), decimal(dApprox)).Scan(&id); err != nil {
+		c.Analyst, c.Fingerprint, decimal(c.Epsilon), decimal(c.Delta), decimal(rho), decimal(dApprox)).Scan(&id); err != nil {
 		return Spend{}, 0, unavailable(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Spend{}, 0, unavailable(err)
 	}
-	return s, id, nil
-}
-
-// refusal explains why the conditional UPDATE matched no row.
-func (l *Ledger) refusal(ctx context.Context, tx pgx.Tx, c Charge) error {
-	s, err := l.scanSpend(tx.QueryRow(ctx,
-		`SELECT `+spendColumns+` FROM dpproxy.budgets WHERE analyst = $1`, c.Analyst))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return &UnknownAnalystError{Analyst: c.Analyst}
-	}
-	if err != nil {
-		return unavailable(err)
-	}
-	return &ExhaustedError{Requested: c, Remaining: s}
+	return l.acct.Report(next, limits), id, nil
 }
 
 // Spent returns the analyst's current budget. It returns
@@ -433,7 +330,7 @@ func (l *Ledger) refusal(ctx context.Context, tx pgx.Tx, c Charge) error {
 // *UnavailableError when the ledger cannot be read.
 func (l *Ledger) Spent(ctx context.Context, analyst string) (Spend, error) {
 	s, err := l.scanSpend(l.pool.QueryRow(ctx,
-		`SELECT `+spendColumns+` FROM dpproxy.budgets WHERE analyst = $1`, analyst))
+		`SELECT `+budgetColumns+` FROM dpproxy.budgets WHERE analyst = $1`, analyst))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Spend{}, &UnknownAnalystError{Analyst: analyst}
 	}
@@ -463,87 +360,3 @@ func validate(c Charge) error {
 // PostgreSQL's numeric input reads exactly: 0.1 stays 0.1, not
 // 0.1000000000000000055511151231257827.
 func decimal(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
-
-// ExhaustedError refuses a charge that would exceed the analyst's budget.
-// Nothing was recorded.
-type ExhaustedError struct {
-	Requested Charge
-	// Remaining is the analyst's budget as the refusal found it.
-	Remaining Spend
-}
-
-func (e *ExhaustedError) Error() string {
-	return fmt.Sprintf("privacy budget exceeded: this query needs ε=%v, δ=%v; remaining ε=%v, δ=%v",
-		e.Requested.Epsilon, e.Requested.Delta, e.Remaining.EpsilonRemaining(), e.Remaining.DeltaRemaining())
-}
-
-// SQLState is insufficient_resources.
-func (e *ExhaustedError) SQLState() string { return "53400" }
-
-// UnavailableError means the ledger could not be read or written, so the
-// query must not run. Error is safe to show clients; the cause, which may
-// name hosts, is in Err and in LogValue for logs.
-//
-// It has no Unwrap method on purpose: errors.As must not find the cause's
-// *pgconn.PgError (a ledger failure such as a constraint violation), which
-// the proxy would pass on to the client verbatim. errors.Is still sees the
-// cause (context.Canceled, for one) through Is.
-type UnavailableError struct {
-	Err error
-}
-
-func unavailable(err error) error { return &UnavailableError{Err: err} }
-
-func (e *UnavailableError) Error() string {
-	if e.canceled() {
-		return "canceling statement due to user request: nothing was run"
-	}
-	return "privacy budget ledger unavailable: nothing was run"
-}
-
-// Is reports whether the cause is target, so that errors.Is(err,
-// context.Canceled) holds for a canceled ledger call.
-func (e *UnavailableError) Is(target error) bool { return errors.Is(e.Err, target) }
-
-// SQLState is connection_failure, or query_canceled when the caller's
-// context was canceled.
-func (e *UnavailableError) SQLState() string {
-	if e.canceled() {
-		return "57014"
-	}
-	return "08006"
-}
-
-func (e *UnavailableError) canceled() bool { return errors.Is(e.Err, context.Canceled) }
-
-// LogValue implements slog.LogValuer: the client message and the cause.
-func (e *UnavailableError) LogValue() slog.Value {
-	cause := "<nil>"
-	if e.Err != nil {
-		cause = e.Err.Error()
-	}
-	return slog.GroupValue(slog.String("msg", e.Error()), slog.String("cause", cause))
-}
-
-// UnknownAnalystError means the ledger has no budget for the analyst (not
-// configured, or the configuration changed without Open).
-type UnknownAnalystError struct {
-	Analyst string
-}
-
-func (e *UnknownAnalystError) Error() string {
-	return fmt.Sprintf("no privacy budget for analyst %q", e.Analyst)
-}
-
-// SQLState is insufficient_privilege.
-func (e *UnknownAnalystError) SQLState() string { return "42501" }
-
-// InvalidChargeError rejects an ε or δ that is not finite or out of range.
-type InvalidChargeError struct {
-	Reason string
-}
-
-func (e *InvalidChargeError) Error() string { return "invalid privacy charge: " + e.Reason }
-
-// SQLState is invalid_parameter_value.
-func (e *InvalidChargeError) SQLState() string { return "22023" }

@@ -1,6 +1,11 @@
 package budget
 
-import "math"
+import (
+	"math"
+	"math/big"
+
+	"github.com/dpproxy/dpproxy/conf"
+)
 
 // Zero-concentrated differential privacy (zCDP; Bun & Steinke, "Concentrated
 // Differential Privacy: Simplifications, Extensions, and Lower Bounds",
@@ -46,4 +51,61 @@ func (c Charge) zcdpPart() (rho, deltaApprox float64) {
 		return c.Rho, c.DeltaApprox
 	}
 	return PureRho(c.Epsilon), c.Delta
+}
+
+// zcdpAccountant tracks zCDP beside basic composition: every charge adds its
+// ρ and the δ of its approximate part (zcdpPart), and a charge is admitted
+// when either basic composition keeps the budget or the zCDP totals,
+// converted to (ε, δ) with the rest of the δ limit, do (both bound the same
+// sequence of mechanisms, so either suffices).
+type zcdpAccountant struct{}
+
+func (zcdpAccountant) Name() string { return conf.AccountingZCDP }
+
+func (zcdpAccountant) Compose(t Totals, l Limits, c Charge) (Totals, bool) {
+	next := t.plus(c)
+	return next, withinBasic(next, l) || withinZCDP(next, l)
+}
+
+// Report shows the zCDP figures when they are the tighter bound (inZCDP).
+func (zcdpAccountant) Report(t Totals, l Limits) Spend {
+	s := basicSpend(t, l)
+	s.inZCDP()
+	return s
+}
+
+// withinZCDP reports whether the zCDP totals keep within the limits: with
+// δ' = δ limit − Σδ_approx, ρ + 2√(ρ·ln(1/δ')) <= ε limit (ZCDPEpsilon).
+// δ' must be > 0 before the logarithm (the guard the ledger's SQL CASE
+// once evaluated first, so that ln never saw a δ' <= 0): the approximate
+// parts alone may use up the δ limit, and then the conversion has no δ
+// left and nothing fits this way. The guard compares exactly; the
+// conversion is float64, as ZCDPEpsilon and the tests' closed forms compute
+// it (that SQL computed it in numeric: the two can differ only when the
+// converted ε lies within about 1e-15 of the limit).
+func withinZCDP(t Totals, l Limits) bool {
+	if t.DeltaApprox.Cmp(l.Delta) >= 0 {
+		return false
+	}
+	ez := ZCDPEpsilon(t.Rho.Float64(), l.Delta.Sub(t.DeltaApprox).Float64())
+	if math.IsInf(ez, 0) {
+		return false
+	}
+	return new(big.Rat).SetFloat64(ez).Cmp(l.Epsilon.Rat()) <= 0
+}
+
+// inZCDP switches the figures to zCDP when that accounting gives the
+// smaller ε, or when basic composition no longer fits the limits.
+func (s *Spend) inZCDP() {
+	ez := ZCDPEpsilon(s.Rho, s.DeltaLimit-s.DeltaApprox)
+	if math.IsInf(ez, 0) {
+		return
+	}
+	basicFits := s.EpsilonSpent <= s.EpsilonLimit && s.DeltaSpent <= s.DeltaLimit
+	if basicFits && s.EpsilonSpent <= ez {
+		return
+	}
+	s.Accounting = conf.AccountingZCDP
+	s.EpsilonSpent, s.DeltaSpent = ez, s.DeltaApprox
+	s.exact = false
 }

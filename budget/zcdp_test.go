@@ -3,7 +3,10 @@ package budget
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/dpproxy/dpproxy/conf"
@@ -163,5 +166,111 @@ func TestZCDPApproximateDelta(t *testing.T) {
 	c := Charge{Epsilon: 1, Delta: 4e-7, Rho: 0.001, DeltaApprox: 1e-7, Fingerprint: "p"}
 	if got := admitted(t, charge, c); got != 9 {
 		t.Errorf("admitted %d charges, want 9", got)
+	}
+}
+
+// TestZCDPAccountantCompose: the zCDP accountant's decision as a pure
+// function, with the figures of the ledger tests above.
+func TestZCDPAccountantCompose(t *testing.T) {
+	a := zcdpAccountant{}
+	// Gaussian-like charges: basic stops at 10, the conversion at 38.
+	g := Charge{Epsilon: 0.5, Delta: 1e-8, Rho: 0.01}
+	if n, tot := composeAll(t, a, limitsOf(t, "5", "0.000001"), g); n != 38 || tot.Rho.String() != "0.38" {
+		t.Errorf("zCDP admitted %d Gaussian-like charges (ρ total %s), want 38 (0.38)", n, tot.Rho)
+	}
+	if n, _ := composeAll(t, basicAccountant{}, limitsOf(t, "5", "0.000001"), g); n != 10 {
+		t.Errorf("basic admitted %d Gaussian-like charges, want 10", n)
+	}
+	// Pure charges where zCDP alone admits none: basic still admits 3.
+	if n, _ := composeAll(t, a, limitsOf(t, "3", "0.000001"), Charge{Epsilon: 1}); n != 3 {
+		t.Errorf("zCDP admitted %d charges of ε=1 within 3, want 3 (basic composition)", n)
+	}
+	// The approximate δ must leave some δ for the conversion: 9, not 10.
+	if n, _ := composeAll(t, a, limitsOf(t, "100", "0.000001"), Charge{Epsilon: 1, Delta: 4e-7, Rho: 0.001, DeltaApprox: 1e-7}); n != 9 {
+		t.Errorf("zCDP admitted %d charges with approximate δ=1e-7 of 1e-6, want 9", n)
+	}
+}
+
+// TestWithinZCDPGuard: with no δ left for the conversion (δ' <= 0) nothing
+// fits by zCDP, however small ρ; with δ' > 0 the conversion decides.
+func TestWithinZCDPGuard(t *testing.T) {
+	l := limitsOf(t, "100", "0.000001")
+	for _, dApprox := range []string{"0.000001", "0.0000011"} {
+		tot := Totals{Rho: mustNumeric(t, "0.0001"), DeltaApprox: mustNumeric(t, dApprox)}
+		if withinZCDP(tot, l) {
+			t.Errorf("withinZCDP with approximate δ %s of the limit 1e-6 = true", dApprox)
+		}
+	}
+	tot := Totals{Rho: mustNumeric(t, "0.0001"), DeltaApprox: mustNumeric(t, "0.0000009")}
+	if !withinZCDP(tot, l) {
+		t.Error("withinZCDP with δ' = 1e-7 and a tiny ρ = false")
+	}
+	// The boundary: ρ = 1 converts to exactly 3 at δ' = 1/e.
+	rho := Totals{Rho: mustNumeric(t, "1")}
+	if lim := (Limits{Epsilon: numericOf(ZCDPEpsilon(1, 1/math.E)), Delta: numericOf(1 / math.E)}); !withinZCDP(rho, lim) {
+		t.Error("withinZCDP at exactly the converted ε = false")
+	}
+}
+
+// TestZCDPAccountantReport: Report is basic's figures switched to zCDP
+// when that is the tighter bound (inZCDP).
+func TestZCDPAccountantReport(t *testing.T) {
+	tot := Totals{Epsilon: mustNumeric(t, "7"), Delta: mustNumeric(t, "1e-08"), Rho: mustNumeric(t, "0.2")}
+	s := zcdpAccountant{}.Report(tot, limitsOf(t, "5", "0.000001"))
+	if s.Accounting != conf.AccountingZCDP || s.EpsilonSpent != ZCDPEpsilon(0.2, 1e-6) || s.DeltaSpent != 0 || s.DeltaRemaining() != 1e-6 {
+		t.Errorf("Report = %+v", s)
+	}
+	tot = Totals{Epsilon: mustNumeric(t, "0.7"), Rho: mustNumeric(t, "0.245")}
+	if s := (zcdpAccountant{}).Report(tot, limitsOf(t, "1.0", "0.000001")); s != basicSpend(tot, limitsOf(t, "1.0", "0.000001")) || s.EpsilonRemaining() != 0.3 {
+		t.Errorf("Report with basic tighter = %+v, want basic's exact figures", s)
+	}
+}
+
+// TestZCDPConcurrentChargesNeverOverspend: concurrent charges, each worker
+// with a pool of its own (as if separate proxies), serialize on the
+// analyst's row lock, so the zCDP ledger admits exactly as many as one
+// after the other: the 38 the conversion allows, never one more.
+func TestZCDPConcurrentChargesNeverOverspend(t *testing.T) {
+	t.Parallel()
+	dbURL := newDB(t)
+	admin := newPool(t, dbURL, 1, nil)
+	if _, err := Open(context.Background(), admin, users("zed", 5.0, 1e-6), Options{Accounting: conf.AccountingZCDP}); err != nil {
+		t.Fatal(err)
+	}
+	const workers, tries = 12, 6
+	var admittedCount atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for w := range workers {
+		l, err := Open(context.Background(), newPool(t, dbURL, 1, nil), nil, Options{Accounting: conf.AccountingZCDP})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			<-start
+			for i := range tries {
+				_, err := l.Charge(context.Background(), Charge{Analyst: "zed", Epsilon: 0.5, Delta: 1e-8, Rho: 0.01, Fingerprint: fmt.Sprintf("w%d-%d", w, i)})
+				var ex *ExhaustedError
+				switch {
+				case err == nil:
+					admittedCount.Add(1)
+				case !errors.As(err, &ex):
+					t.Errorf("charge failed other than by exhaustion: %v", err)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if got := admittedCount.Load(); got != 38 {
+		t.Errorf("%d concurrent charges admitted, want 38", got)
+	}
+	var rho, n string
+	if err := admin.QueryRow(context.Background(), `SELECT b.rho_spent::text, (SELECT count(*)::text FROM dpproxy.charges c WHERE c.analyst = 'zed' AND c.action = 'charge')
+		FROM dpproxy.budgets b WHERE b.analyst = 'zed'`).Scan(&rho, &n); err != nil {
+		t.Fatal(err)
+	}
+	if rho != "0.38" || n != "38" {
+		t.Errorf("rho_spent = %s, charges recorded = %s; want 0.38, 38", rho, n)
 	}
 }

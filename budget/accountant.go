@@ -1,0 +1,90 @@
+package budget
+
+import (
+	"fmt"
+
+	"github.com/dpproxy/dpproxy/conf"
+)
+
+// Accountant decides how an analyst's charges compose: whether one more
+// fits the budget, and how the budget reads. The ledger (ledger.go) does
+// the I/O around it: it locks the analyst's row in dpproxy.budgets, reads
+// the totals and limits, asks Compose, and writes the new totals and the
+// charge's record in the same transaction; an accountant does no I/O, so
+// each is tested as pure functions (basic_test.go, zcdp_test.go).
+//
+// One accountant serves every analyst and goroutine of a ledger:
+// implementations hold no mutable state (all of it is in Totals).
+//
+// Each accountant is one file: basic.go, zcdp.go. Adding one (issue 15:
+// advanced composition, Rényi DP, privacy filters) is a new file, a line in
+// accountants, and its name among the values conf accepts for
+// privacy.accounting.
+type Accountant interface {
+	// Name is the accounting's name in privacy.accounting (conf.Accounting*).
+	Name() string
+	// Compose returns the totals after charge c, which validate has
+	// accepted, and whether they keep within the limits. A refused charge
+	// changes nothing: the ledger writes next only when ok.
+	Compose(t Totals, l Limits, c Charge) (next Totals, ok bool)
+	// Report is the budget as SHOW dp.budget, the NOTICE, EXPLAIN DP,
+	// the metrics and "dpproxy budget" show it.
+	Report(t Totals, l Limits) Spend
+}
+
+// accountants lists every accounting privacy.accounting can name.
+func accountants() []Accountant {
+	return []Accountant{basicAccountant{}, zcdpAccountant{}}
+}
+
+// NewAccountant returns the accountant privacy.accounting names; "" is
+// basic accounting (conf.DefaultAccounting).
+func NewAccountant(name string) (Accountant, error) {
+	if name == "" {
+		name = conf.AccountingBasic
+	}
+	for _, a := range accountants() {
+		if a.Name() == name {
+			return a, nil
+		}
+	}
+	return nil, fmt.Errorf("budget: unknown accounting %q", name)
+}
+
+// Totals are an analyst's running sums, as the columns of dpproxy.budgets
+// hold them. Every accountant adds each charge to all of them (plus),
+// whichever it decides on, so that a ledger switched to another accounting
+// later has the sums that one needs.
+//
+// An accountant that needs state of its own adds it here: the Rényi DP
+// accountant of issue 15 keeps one total per order α (or the sequence of
+// releases, with the mechanism, sensitivity and scale Charge would then
+// carry). Its state gets a column of dpproxy.budgets (schema.go; numeric[]
+// or jsonb) that budgetRow reads and the ledger's UPDATE writes with the
+// others; Compose already receives the whole Totals and returns the next,
+// so nothing outside this package changes.
+type Totals struct {
+	// Epsilon and Delta are Σε and Σδ (epsilon_spent, delta_spent).
+	Epsilon, Delta Numeric
+	// Rho and DeltaApprox are the zCDP totals Σρ and Σδ of the approximate
+	// parts (rho_spent, delta_approx_spent); see Charge.zcdpPart.
+	Rho, DeltaApprox Numeric
+}
+
+// Limits are an analyst's budget: the configured (ε, δ) plus what operators
+// granted (epsilon_limit, delta_limit).
+type Limits struct {
+	Epsilon, Delta Numeric
+}
+
+// plus returns t with c added to every total, exactly: the decimal text
+// the ledger records for c in dpproxy.charges, added as numeric.
+func (t Totals) plus(c Charge) Totals {
+	rho, dApprox := c.zcdpPart()
+	return Totals{
+		Epsilon:     t.Epsilon.Add(numericOf(c.Epsilon)),
+		Delta:       t.Delta.Add(numericOf(c.Delta)),
+		Rho:         t.Rho.Add(numericOf(rho)),
+		DeltaApprox: t.DeltaApprox.Add(numericOf(dApprox)),
+	}
+}
