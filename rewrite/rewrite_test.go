@@ -1,12 +1,10 @@
 package rewrite
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,9 +13,10 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/internal/golden"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+var update = flag.Bool("update", false, "rewrite testdata/**/*.golden from the current output")
 
 const testConfig = `
 upstream: postgres://dp_reader@127.0.0.1:5432/shop
@@ -150,34 +149,33 @@ func renderPlan(b *strings.Builder, p *Plan) {
 	renderTotality(b, p) // totality_test.go
 }
 
-func goldenCases(t testing.TB) []string {
-	files, err := filepath.Glob("testdata/*.sql")
+// goldenCases is the golden corpus: every testdata/FEATURE/NAME.sql,
+// its intent line stripped (testdata/README.md).
+func goldenCases(t testing.TB) []golden.Case {
+	cases, err := golden.Cases("testdata")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return files
+	return cases
 }
 
-// TestGolden compares Analyze's output for testdata/NAME.sql with
-// testdata/NAME.golden. Files named ok_* must be accepted and refuse_*
+// TestGolden compares Analyze's output for testdata/FEATURE/NAME.sql
+// (without its intent line) with testdata/FEATURE/NAME.golden. Files named ok_* must be accepted and refuse_*
 // refused, so a regression cannot hide in a regenerated golden file.
 func TestGolden(t *testing.T) {
 	a := newTestAnalyzer(t)
 	files := goldenCases(t)
 	var ok, refused int
 	for _, f := range files {
-		name := strings.TrimSuffix(filepath.Base(f), ".sql")
+		name := f.Name
 		if strings.HasPrefix(name, "ok_") {
 			ok++
 		} else {
 			refused++
 		}
 		t.Run(name, func(t *testing.T) {
-			src, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			stmts, err := a.Analyze(string(src))
+			src := f.SQL
+			stmts, err := a.Analyze(src)
 			switch {
 			case strings.HasPrefix(name, "ok_") && err != nil:
 				t.Errorf("Analyze(%q) refused: %v", src, err)
@@ -185,7 +183,7 @@ func TestGolden(t *testing.T) {
 				t.Errorf("Analyze(%q) accepted, want a refusal", src)
 			}
 			got := render(stmts, err)
-			golden := strings.TrimSuffix(f, ".sql") + ".golden"
+			golden := f.Golden()
 			if *update {
 				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 					t.Fatal(err)
@@ -308,17 +306,14 @@ func TestRewrittenSQLReadsTableOnlyPerUnit(t *testing.T) {
 	a := newTestAnalyzer(t)
 	n := 0
 	for _, f := range goldenCases(t) {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stmts, err := a.Analyze(string(src))
+		src := f.SQL
+		stmts, err := a.Analyze(src)
 		if err != nil {
 			continue
 		}
 		for _, st := range stmts {
 			if st.Plan != nil {
-				checkPrivateSQL(t, string(src), st.Plan)
+				checkPrivateSQL(t, src, st.Plan)
 				n++
 			}
 		}
@@ -440,9 +435,9 @@ func TestConcurrentUse(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for _, f := range files {
-				src, _ := os.ReadFile(f)
-				first := render(a.Analyze(string(src)))
-				if again := render(a.Analyze(string(src))); again != first {
+				src := f.SQL
+				first := render(a.Analyze(src))
+				if again := render(a.Analyze(src)); again != first {
 					t.Errorf("Analyze(%q) is not deterministic", src)
 				}
 			}
@@ -455,12 +450,8 @@ func TestConcurrentUse(t *testing.T) {
 // a SQLSTATE, that accepted private queries rewrite to SQL that reads the
 // table only per unit, and that pass-through SQL is a fixed point.
 func FuzzRewrite(f *testing.F) {
-	for _, file := range goldenCases(f) {
-		src, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(string(bytes.TrimSpace(src)))
+	for _, c := range goldenCases(f) {
+		f.Add(strings.TrimSpace(c.SQL))
 	}
 	a := newTestAnalyzer(f)
 	f.Fuzz(func(t *testing.T, sql string) {
@@ -513,11 +504,7 @@ func BenchmarkAnalyze(b *testing.B) {
 	a := newTestAnalyzer(b)
 	var corpus []string
 	for _, f := range goldenCases(b) {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		corpus = append(corpus, string(src))
+		corpus = append(corpus, f.SQL)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
