@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -201,6 +202,27 @@ func TestGolden(t *testing.T) {
 	}
 	if ok < 15 || refused < 30 {
 		t.Errorf("golden corpus has %d accepted and %d refused cases, want at least 15 and 30", ok, refused)
+	}
+}
+
+// TestGoldenLayout: every case lives in a feature directory
+// (testdata/FEATURE/NAME.sql), is named ok_* or refuse_*, has its golden
+// output next to it, and starts with a one-line intent saying why it
+// exists (testdata/README.md).
+func TestGoldenLayout(t *testing.T) {
+	for _, c := range goldenCases(t) {
+		if dir := filepath.Dir(c.Path); filepath.Dir(dir) != "testdata" {
+			t.Errorf("%s: want testdata/FEATURE/%s.sql", c.Path, c.Name)
+		}
+		if !strings.HasPrefix(c.Name, "ok_") && !strings.HasPrefix(c.Name, "refuse_") {
+			t.Errorf("%s: name must start with ok_ or refuse_", c.Path)
+		}
+		if c.Intent == "" {
+			t.Errorf("%s: first line must be %q followed by why the case exists", c.Path, golden.IntentPrefix+" ")
+		}
+		if _, err := os.Stat(c.Golden()); err != nil && !*update {
+			t.Errorf("%s: %v", c.Path, err)
+		}
 	}
 }
 

@@ -1,3 +1,4 @@
+-- intent: pg_settings is read masked: only the readable settings' rows, without their source files
 -- DBeaver's settings view and connect, pgJDBC's getMaxIndexKeys: pg_settings is read
 -- masked, only the rows of the readable settings, without their files.
 select * from pg_catalog.pg_settings;

@@ -1,3 +1,4 @@
+-- intent: asyncpg's recursive pg_type introspection and SQLAlchemy's inspector pass through unchanged, so Superset can connect and list the schema
 -- asyncpg 0.27's type introspection (a recursive query over pg_type, pg_range and
 -- pg_namespace, sent for enum, composite, range and domain columns), then SQLAlchemy 1.4's
 -- inspector with psycopg2 as Superset runs it (get_schema_names, get_table_names, get_view_names,

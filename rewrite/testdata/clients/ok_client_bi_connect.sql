@@ -1,3 +1,4 @@
+-- intent: what Metabase, DBeaver and Superset send on connect and while browsing (session SETs, SHOW, schema lists) is accepted as a whole
 -- Metabase, DBeaver and Superset (SQLAlchemy) on connect and while browsing the schema.
 SET extra_float_digits = 2;
 SET application_name = 'Metabase v0.55.1';

@@ -1,3 +1,4 @@
+-- intent: Grafana's version probe and schema, table and column pickers pass through, with catalog reads rewritten only where they are masked
 -- Grafana's PostgreSQL data source: version and TimescaleDB detection, then the
 -- schema, table and column pickers of its query editor, from
 -- public/app/plugins/datasource/grafana-postgresql-datasource/postgresMetaQuery.ts

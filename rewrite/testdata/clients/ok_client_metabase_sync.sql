@@ -1,3 +1,4 @@
+-- intent: Metabase's sync (enums, tables with masked row estimates, fields, foreign keys, indexes) passes through
 -- Metabase's sync of a PostgreSQL database (src/metabase/driver/postgres.clj):
 -- enum types, the table list (row estimates masked), describe-fields,
 -- describe-fks and describe-indexes, written out from its HoneySQL for

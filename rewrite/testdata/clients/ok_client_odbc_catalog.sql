@@ -1,3 +1,4 @@
+-- intent: psqlODBC's connect and SQLTables/SQLColumns/... catalog calls, what Tableau, Excel and Power BI make, pass through
 -- psqlODBC 13 (unixODBC, through pyodbc) on connect and for SQLTables, SQLColumns,
 -- SQLPrimaryKeys, SQLForeignKeys, SQLStatistics, SQLProcedures, SQLGetTypeInfo, SQLSpecialColumns and
 -- SQLProcedureColumns, the calls Tableau, Excel and Power BI make, as PostgreSQL 15 logged them.

@@ -1,3 +1,4 @@
+-- intent: psql's backslash commands (\d, \dt, \dn, \df, \l, \du, \dT, \dx ...) are answered from allowlisted, masked catalogs
 -- psql 15's \d, \dt, \d orders, \d products, \d v_products, \dn, \df, \dv, \di, \l, \du, \dT and \dx,
 -- as PostgreSQL 15 logged them (log_statement = all; issue 11, catalogs by allowlist).
 SELECT n.nspname as "Schema",

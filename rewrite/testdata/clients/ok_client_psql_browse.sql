@@ -1,3 +1,4 @@
+-- intent: psql -E's \dt, \d orders, \l and \dn pass through, pg_class read through its masking subquery
 -- What psql 15 sends for \dt, \d orders, \l and \dn (captured with psql -E).
 SELECT n.nspname as "Schema",
   c.relname as "Name",

@@ -1,3 +1,4 @@
+-- intent: psql's \dt query passes through with pg_class replaced by its masking subquery
 SELECT n.nspname as "Schema",
   c.relname as "Name",
   CASE c.relkind WHEN 'r' THEN 'table' WHEN 'v' THEN 'view' END as "Type",

@@ -1,1 +1,2 @@
+-- intent: INSERT is refused
 INSERT INTO products VALUES (1)

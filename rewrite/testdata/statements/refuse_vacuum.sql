@@ -1,1 +1,2 @@
+-- intent: VACUUM is refused
 VACUUM orders
