@@ -15,35 +15,14 @@ import (
 
 	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/internal/golden"
+	"github.com/dpproxy/dpproxy/internal/testconf"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/**/*.golden from the current output")
 
-const testConfig = `
-upstream: postgres://dp_reader@127.0.0.1:5432/shop
-auth:
-  method: trust
-  users:
-    - name: alice
-      budget: {epsilon: 10, delta: 1.0e-6}
-tables:
-  public.orders:
-    privacy_unit: customer_id
-    max_groups_per_unit: 4
-    max_rows_per_unit: 8
-    columns:
-      amount: {lower: 0, upper: 500}
-      discount: {lower: -2.5, upper: 1000}
-      region: {public_values: [north, south, east, west]}
-      channel: {public_values: [web, "shop's", 'back\slash']}
-  public.products: {public: true}
-  sales.visits:
-    privacy_unit: user_id
-    max_groups_per_unit: 2
-    max_rows_per_unit: 3
-    columns:
-      duration: {lower: 0, upper: 3600}
-`
+// testConfig is the configuration of the unit tests and goldens:
+// testconf.Rewrite in internal/testconf/dpproxy.yaml.
+var testConfig = testconf.YAML(testconf.Rewrite)
 
 func newTestAnalyzer(t testing.TB) *Analyzer {
 	t.Helper()
