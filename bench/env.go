@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/internal/testconf"
 )
 
 // pgSettings tune the throwaway server for benchmarks: enough connections
@@ -183,46 +184,6 @@ func eventsTable(i, rows int) string {
 	return fmt.Sprintf("events_%d", rows)
 }
 
-// eventsConfig is the tables entry of one events table.
-const eventsConfig = `  public.%s:
-    privacy_unit: unit_id
-    max_groups_per_unit: 4
-    max_rows_per_unit: 8
-    columns:
-      val: {lower: 0, upper: 100}
-      qty: {lower: 0, upper: 100}
-`
-
-const proxyConfig = `listen: 127.0.0.1:%d
-upstream: %s
-auth:
-  method: trust
-  users:
-    - {name: bench, budget: {epsilon: 1.0e12, delta: 0.5}}
-privacy:
-  epsilon: 1.0
-  max_epsilon_per_query: 10.0
-  delta: 1.0e-7
-  mechanism: laplace
-tables:
-%s  public.mix_events:
-    privacy_unit: unit_id
-    max_groups_per_unit: 4
-    max_rows_per_unit: 8
-    columns:
-      val: {lower: 0, upper: 100}
-  public.pgbench_accounts: {public: true}
-  public.pgbench_branches: {public: true}
-  public.pgbench_tellers: {public: true}
-  public.pgbench_history: {public: true}
-limits:
-  max_connections: 2000
-  statement_timeout: 30m
-  # One analyst runs all 64 clients: no per-analyst share.
-  max_connections_per_analyst: 2000
-  max_concurrent_private_queries_per_analyst: 16
-`
-
 // startProxy builds cmd/dpproxy and serves the bench configuration.
 func (e *benchEnv) startProxy(ctx context.Context) error {
 	e.proxyBin = filepath.Join(e.dir, "dpproxy")
@@ -237,18 +198,24 @@ func (e *benchEnv) startProxy(ctx context.Context) error {
 
 // runProxy starts another dpproxy process (files named after name) on a
 // free port with the bench configuration and extra serve flags, and
-// returns it with the analyst's URL once it answers.
+// returns it with the analyst's URL once it answers. The configuration is
+// testconf.Bench (internal/testconf/dpproxy.yaml: pgbench's tables,
+// public, and the private events tables) with its listen address and
+// upstream filled in and events_N, a copy of public.events, for each
+// further size loaded.
 func (e *benchEnv) runProxy(ctx context.Context, name string, extra ...string) (*exec.Cmd, string, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, "", err
 	}
 	cfgPath := filepath.Join(e.dir, name+".yaml")
-	var tables strings.Builder
+	cfg := testconf.Get(testconf.Bench).
+		SetString(fmt.Sprintf("127.0.0.1:%d", port), "listen").
+		SetString(e.dbURL, "upstream")
 	for _, t := range e.tables {
-		fmt.Fprintf(&tables, eventsConfig, t)
+		cfg.Copy([]string{"tables", "public.events"}, []string{"tables", "public." + t})
 	}
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(proxyConfig, port, e.dbURL, tables.String())), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
 		return nil, "", err
 	}
 	logf, err := os.Create(filepath.Join(e.dir, name+".log"))

@@ -30,8 +30,6 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -47,6 +45,7 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/dpproxy/dpproxy/internal/golden"
 	"github.com/dpproxy/dpproxy/proxy"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
@@ -2698,17 +2697,13 @@ const diffCorpusSize = 4000
 
 // diffSeeds are the golden inputs of rewrite/testdata and the attack corpus.
 func diffSeeds(t testing.TB) []string {
-	files, err := filepath.Glob("../rewrite/testdata/*.sql")
-	if err != nil || len(files) == 0 {
+	cases, err := golden.Cases("../rewrite/testdata")
+	if err != nil || len(cases) == 0 {
 		t.Fatalf("no seeds in ../rewrite/testdata: %v", err)
 	}
 	var seeds []string
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seeds = append(seeds, string(b))
+	for _, c := range cases {
+		seeds = append(seeds, c.SQL)
 	}
 	for _, a := range attacks {
 		seeds = append(seeds, a.sql)

@@ -140,7 +140,7 @@ func reachingRole(t *testing.T, grants ...string) (string, string) {
 // become) can reach schema dpproxy, naming the role and the REVOKE; with
 // one DSN for both (the demo's set-up) it starts and warns.
 func TestServeRefusesAQueryRoleThatReachesTheLedger(t *testing.T) {
-	const yaml = `
+	yaml := `
 upstream: QUERY
 ledger_upstream: LEDGER
 auth:

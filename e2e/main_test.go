@@ -21,6 +21,7 @@ import (
 	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/internal/demo"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/internal/testconf"
 	"github.com/dpproxy/dpproxy/proxy"
 )
 
@@ -45,41 +46,15 @@ const (
 	pwCarol = "carol-secret"
 )
 
-const testConfig = `
-listen: 127.0.0.1:0
-upstream: UPSTREAM
-auth:
-  method: scram-sha-256
-  users:
-    - {name: alice, password_env: E2E_PW_ALICE, budget: {epsilon: 1000, delta: 1.0e-3}}
-    - {name: bob,   password_env: E2E_PW_BOB,   budget: {epsilon: 3.0, delta: 1.0e-6}}
-    - {name: carol, password_env: E2E_PW_CAROL, budget: {epsilon: 1000, delta: 1.0e-3}}
-privacy:
-  epsilon: 1.0
-  max_epsilon_per_query: 5.0
-  delta: 1.0e-7
-  mechanism: laplace
-  response_quantum: 1ms # thousands of private queries; timing_test.go runs its own proxies on the clock
-` + shopTables
+// testConfig is the shared proxy's configuration (testconf.E2E in
+// internal/testconf/dpproxy.yaml): the analysts above, the privacy
+// settings, and the tables of shopTables.
+var testConfig = testconf.YAML(testconf.E2E)
 
-// shopTables configures the demo dataset's tables as most tests use them.
-const shopTables = `tables:
-  public.orders:
-    privacy_unit: customer_id
-    max_groups_per_unit: 4
-    max_rows_per_unit: 8
-    columns:
-      amount:   {lower: 0, upper: 500}
-      quantity: {lower: 1, upper: 4}
-      region:   {public_values: [north, south, east, west]}
-  public.customers:
-    privacy_unit: customer_id
-    max_groups_per_unit: 1
-    max_rows_per_unit: 1
-    columns:
-      age: {lower: 18, upper: 100}
-  public.products: {public: true}
-`
+// shopTables configures the demo dataset's tables as most tests use them
+// (testconf.E2ETables): a tables section that tests may extend with
+// entries of their own.
+var shopTables = testconf.YAML(testconf.E2ETables)
 
 func TestMain(m *testing.M) {
 	pgtest.Main(m, func(admin string) int {

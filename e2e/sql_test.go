@@ -15,7 +15,7 @@ import (
 // computed directly on the database with the same bounds; tolerances are
 // the noise's tail at probability 1e-6 per comparison (Laplace:
 // scale·ln(1e6) ≈ 13.8·scale), so a false failure is rarer than 1e-5 per run.
-const sqlConfig = `
+var sqlConfig = `
 listen: 127.0.0.1:0
 upstream: UPSTREAM
 auth:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/internal/testconf"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
@@ -32,31 +33,11 @@ import (
 // Each benchmark also reports the p50 and p99 of one operation (p50-ns,
 // p99-ns), since the goals are stated as percentiles.
 
-const benchConfig = `
-listen: 127.0.0.1:0
-upstream: postgres://bench@127.0.0.1:1/bench
-auth:
-  method: trust
-  users:
-    - {name: bench, budget: {epsilon: 1000, delta: 1.0e-3}}
-privacy:
-  epsilon: 1.0
-  max_epsilon_per_query: 10.0
-  delta: 1.0e-7
-  mechanism: laplace
-tables:
-  public.events:
-    privacy_unit: unit_id
-    max_groups_per_unit: 4
-    max_rows_per_unit: 10
-    columns:
-      val: {lower: 0, upper: 100}
-  public.pgbench_accounts: {public: true}
-`
-
 func benchServer(tb testing.TB) *Server {
 	tb.Helper()
-	cfg, err := conf.Parse("bench.yaml", []byte(benchConfig), func(string) string { return "" })
+	// The benchmarks' tables (events, pgbench_accounts) are those of
+	// testconf.ProxyBench (internal/testconf/dpproxy.yaml).
+	cfg, err := testconf.Get(testconf.ProxyBench).Parse(func(string) string { return "" })
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/internal/scram"
+	"github.com/dpproxy/dpproxy/internal/testconf"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
@@ -106,9 +107,7 @@ limits:
   max_message_size: 4096
   max_query_length: 1024
   auth_timeout: 2s
-tables:
-  public.orders: {privacy_unit: customer_id}
-`, fuzzUpstreamPassword, method)
+`, fuzzUpstreamPassword, method) + testconf.YAML(testconf.Shop) // the demo's orders and products
 	cfg, err := conf.Parse("fuzz.yaml", []byte(y), func(string) string { return fuzzPassword })
 	if err != nil {
 		tb.Fatal(err)

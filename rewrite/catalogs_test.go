@@ -152,7 +152,7 @@ func TestCatalogAllowlistRefuses(t *testing.T) {
 
 // TestCatalogAllowlistAccepts: what the clients of catalogs.go read is
 // passed through (their whole queries are the golden files
-// testdata/ok_client_*.sql).
+// testdata/clients/ok_client_*.sql).
 func TestCatalogAllowlistAccepts(t *testing.T) {
 	a := newTestAnalyzer(t)
 	for _, q := range []string{

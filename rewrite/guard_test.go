@@ -138,12 +138,9 @@ func TestGuardScan(t *testing.T) {
 // 30 (psqlODBC's catalog query), against a limit of 500.
 func TestGuardGolden(t *testing.T) {
 	g := newGuardLimits(conf.Limits{})
-	for _, file := range goldenCases(t) {
-		src, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := scanComplexity(string(src), unlimited)
+	for _, gc := range goldenCases(t) {
+		file := gc.Path
+		c := scanComplexity(gc.SQL, unlimited)
 		// The longest text (ok_client_jdbc_metadata_all.sql) is all of
 		// pgJDBC's metadata queries in one string: 9,555 tokens.
 		if c.depth > g.maxDepth/10 || c.tokens > g.maxTokens/3 || c.work > g.maxWork/3 {

@@ -1,7 +1,6 @@
 package rewrite
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,35 +14,15 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/internal/golden"
+	"github.com/dpproxy/dpproxy/internal/testconf"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+var update = flag.Bool("update", false, "rewrite testdata/**/*.golden from the current output")
 
-const testConfig = `
-upstream: postgres://dp_reader@127.0.0.1:5432/shop
-auth:
-  method: trust
-  users:
-    - name: alice
-      budget: {epsilon: 10, delta: 1.0e-6}
-tables:
-  public.orders:
-    privacy_unit: customer_id
-    max_groups_per_unit: 4
-    max_rows_per_unit: 8
-    columns:
-      amount: {lower: 0, upper: 500}
-      discount: {lower: -2.5, upper: 1000}
-      region: {public_values: [north, south, east, west]}
-      channel: {public_values: [web, "shop's", 'back\slash']}
-  public.products: {public: true}
-  sales.visits:
-    privacy_unit: user_id
-    max_groups_per_unit: 2
-    max_rows_per_unit: 3
-    columns:
-      duration: {lower: 0, upper: 3600}
-`
+// testConfig is the configuration of the unit tests and goldens:
+// testconf.Rewrite in internal/testconf/dpproxy.yaml.
+var testConfig = testconf.YAML(testconf.Rewrite)
 
 func newTestAnalyzer(t testing.TB) *Analyzer {
 	t.Helper()
@@ -150,34 +129,33 @@ func renderPlan(b *strings.Builder, p *Plan) {
 	renderTotality(b, p) // totality_test.go
 }
 
-func goldenCases(t testing.TB) []string {
-	files, err := filepath.Glob("testdata/*.sql")
+// goldenCases is the golden corpus: every testdata/FEATURE/NAME.sql,
+// its intent line stripped (testdata/README.md).
+func goldenCases(t testing.TB) []golden.Case {
+	cases, err := golden.Cases("testdata")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return files
+	return cases
 }
 
-// TestGolden compares Analyze's output for testdata/NAME.sql with
-// testdata/NAME.golden. Files named ok_* must be accepted and refuse_*
+// TestGolden compares Analyze's output for testdata/FEATURE/NAME.sql
+// (without its intent line) with testdata/FEATURE/NAME.golden. Files named ok_* must be accepted and refuse_*
 // refused, so a regression cannot hide in a regenerated golden file.
 func TestGolden(t *testing.T) {
 	a := newTestAnalyzer(t)
 	files := goldenCases(t)
 	var ok, refused int
 	for _, f := range files {
-		name := strings.TrimSuffix(filepath.Base(f), ".sql")
+		name := f.Name
 		if strings.HasPrefix(name, "ok_") {
 			ok++
 		} else {
 			refused++
 		}
 		t.Run(name, func(t *testing.T) {
-			src, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			stmts, err := a.Analyze(string(src))
+			src := f.SQL
+			stmts, err := a.Analyze(src)
 			switch {
 			case strings.HasPrefix(name, "ok_") && err != nil:
 				t.Errorf("Analyze(%q) refused: %v", src, err)
@@ -185,7 +163,7 @@ func TestGolden(t *testing.T) {
 				t.Errorf("Analyze(%q) accepted, want a refusal", src)
 			}
 			got := render(stmts, err)
-			golden := strings.TrimSuffix(f, ".sql") + ".golden"
+			golden := f.Golden()
 			if *update {
 				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 					t.Fatal(err)
@@ -203,6 +181,27 @@ func TestGolden(t *testing.T) {
 	}
 	if ok < 15 || refused < 30 {
 		t.Errorf("golden corpus has %d accepted and %d refused cases, want at least 15 and 30", ok, refused)
+	}
+}
+
+// TestGoldenLayout: every case lives in a feature directory
+// (testdata/FEATURE/NAME.sql), is named ok_* or refuse_*, has its golden
+// output next to it, and starts with a one-line intent saying why it
+// exists (testdata/README.md).
+func TestGoldenLayout(t *testing.T) {
+	for _, c := range goldenCases(t) {
+		if dir := filepath.Dir(c.Path); filepath.Dir(dir) != "testdata" {
+			t.Errorf("%s: want testdata/FEATURE/%s.sql", c.Path, c.Name)
+		}
+		if !strings.HasPrefix(c.Name, "ok_") && !strings.HasPrefix(c.Name, "refuse_") {
+			t.Errorf("%s: name must start with ok_ or refuse_", c.Path)
+		}
+		if c.Intent == "" {
+			t.Errorf("%s: first line must be %q followed by why the case exists", c.Path, golden.IntentPrefix+" ")
+		}
+		if _, err := os.Stat(c.Golden()); err != nil && !*update {
+			t.Errorf("%s: %v", c.Path, err)
+		}
 	}
 }
 
@@ -308,17 +307,14 @@ func TestRewrittenSQLReadsTableOnlyPerUnit(t *testing.T) {
 	a := newTestAnalyzer(t)
 	n := 0
 	for _, f := range goldenCases(t) {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stmts, err := a.Analyze(string(src))
+		src := f.SQL
+		stmts, err := a.Analyze(src)
 		if err != nil {
 			continue
 		}
 		for _, st := range stmts {
 			if st.Plan != nil {
-				checkPrivateSQL(t, string(src), st.Plan)
+				checkPrivateSQL(t, src, st.Plan)
 				n++
 			}
 		}
@@ -440,9 +436,9 @@ func TestConcurrentUse(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for _, f := range files {
-				src, _ := os.ReadFile(f)
-				first := render(a.Analyze(string(src)))
-				if again := render(a.Analyze(string(src))); again != first {
+				src := f.SQL
+				first := render(a.Analyze(src))
+				if again := render(a.Analyze(src)); again != first {
 					t.Errorf("Analyze(%q) is not deterministic", src)
 				}
 			}
@@ -455,12 +451,8 @@ func TestConcurrentUse(t *testing.T) {
 // a SQLSTATE, that accepted private queries rewrite to SQL that reads the
 // table only per unit, and that pass-through SQL is a fixed point.
 func FuzzRewrite(f *testing.F) {
-	for _, file := range goldenCases(f) {
-		src, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(string(bytes.TrimSpace(src)))
+	for _, c := range goldenCases(f) {
+		f.Add(strings.TrimSpace(c.SQL))
 	}
 	a := newTestAnalyzer(f)
 	f.Fuzz(func(t *testing.T, sql string) {
@@ -513,11 +505,7 @@ func BenchmarkAnalyze(b *testing.B) {
 	a := newTestAnalyzer(b)
 	var corpus []string
 	for _, f := range goldenCases(b) {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		corpus = append(corpus, string(src))
+		corpus = append(corpus, f.SQL)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

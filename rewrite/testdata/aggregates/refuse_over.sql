@@ -1,0 +1,2 @@
+-- intent: window functions over the private table are refused
+SELECT count(*) OVER () FROM orders

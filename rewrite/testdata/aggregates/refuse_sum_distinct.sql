@@ -1,0 +1,2 @@
+-- intent: sum(DISTINCT col) is refused (not supported)
+SELECT sum(DISTINCT amount) FROM orders

@@ -1,0 +1,2 @@
+-- intent: sum of a column without configured bounds is refused
+SELECT sum(quantity) FROM orders

@@ -1,0 +1,2 @@
+-- intent: EXPLAIN ANALYZE is refused even on a constant: it runs the query and reports actual rows
+EXPLAIN ANALYZE SELECT 1

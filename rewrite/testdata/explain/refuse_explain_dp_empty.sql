@@ -1,0 +1,2 @@
+-- intent: EXPLAIN DP without a query is a syntax error
+EXPLAIN DP

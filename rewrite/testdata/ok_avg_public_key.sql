@@ -1,1 +1,0 @@
-select Region, AVG(amount) as mean from Orders group by region

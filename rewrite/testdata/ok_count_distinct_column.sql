@@ -1,1 +1,0 @@
-SELECT count(DISTINCT region) FROM orders

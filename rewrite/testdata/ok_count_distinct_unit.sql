@@ -1,1 +1,0 @@
-SELECT count(DISTINCT customer_id) AS customers FROM public.orders

@@ -1,1 +1,0 @@
-SELECT count(DISTINCT customer_id) FILTER (WHERE amount > 100) FROM orders

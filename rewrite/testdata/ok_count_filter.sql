@@ -1,1 +1,0 @@
-SELECT count(*) FILTER (WHERE amount > 3) FROM orders

@@ -1,1 +1,0 @@
-WITH o AS (SELECT * FROM orders) SELECT count(*) FROM o

@@ -1,2 +1,0 @@
-SELECT region, count(*), sum(amount), avg(amount)
-FROM orders WHERE amount > 10 GROUP BY region

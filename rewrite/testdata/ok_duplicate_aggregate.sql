@@ -1,1 +1,0 @@
-SELECT count(*), count(*) AS again FROM orders

@@ -1,2 +1,0 @@
--- just a comment
- ;; /* and another */

@@ -1,3 +1,0 @@
-/* from psql */ EXPLAIN dp
-  -- the query
-  SELECT count(*) FROM orders;

@@ -1,1 +1,0 @@
-EXPLAIN (COSTS OFF) SELECT * FROM products WHERE id = 1

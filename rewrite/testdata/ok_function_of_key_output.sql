@@ -1,1 +1,0 @@
-SELECT lower(region), count(*) FROM orders GROUP BY region

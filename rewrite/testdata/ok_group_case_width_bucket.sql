@@ -1,1 +1,0 @@
-SELECT CASE WHEN amount < 100 THEN 'small' ELSE 'large' END AS size, width_bucket(amount, 0, 500, 5), extract(year FROM ordered_at), count(*) FROM orders GROUP BY 1, 2, 3

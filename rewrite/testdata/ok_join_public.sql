@@ -1,1 +1,0 @@
-SELECT count(*) FROM orders o JOIN products p ON p.id = o.product_id

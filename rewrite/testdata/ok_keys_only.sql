@@ -1,1 +1,0 @@
-SELECT product_id FROM orders GROUP BY product_id

@@ -1,1 +1,0 @@
-SELECT count(*) FROM orders LEFT JOIN products USING (product_id) WHERE price > 10

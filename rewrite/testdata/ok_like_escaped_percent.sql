@@ -1,1 +1,0 @@
-SELECT count(*) FROM orders WHERE note LIKE '100\%'

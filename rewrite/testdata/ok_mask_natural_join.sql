@@ -1,1 +1,0 @@
-SELECT relname FROM ONLY "pg_class" NATURAL JOIN (SELECT 'orders'::name AS relname, 16::real AS reltuples) x;

@@ -1,1 +1,0 @@
-SELECT x FROM pg_class AS c(a, b, c, d, e, f, g, h, i, j, x)

@@ -1,1 +1,0 @@
-SELECT c FROM pg_class c

@@ -1,3 +1,0 @@
--- psql's \du and DBeaver's role list: the roles' settings are masked.
-SELECT a.oid, a.* FROM pg_catalog.pg_roles a ORDER BY a.rolname;
-select usename, usesysid, usesuper from pg_user

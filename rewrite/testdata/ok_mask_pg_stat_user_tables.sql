@@ -1,1 +1,0 @@
-SELECT n_live_tup FROM pg_catalog.pg_stat_user_tables

@@ -1,1 +1,0 @@
-SELECT relname, reltuples FROM pg_class

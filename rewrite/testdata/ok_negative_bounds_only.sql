@@ -1,1 +1,0 @@
-SELECT sum(discount), avg(discount) FROM ONLY public.orders

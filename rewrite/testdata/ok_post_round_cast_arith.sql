@@ -1,1 +1,0 @@
-SELECT region, round(avg(amount), 2) AS mean, count(*)::numeric / 2 AS half, sum(amount)::int8 FROM orders GROUP BY region ORDER BY count(*) DESC LIMIT 2

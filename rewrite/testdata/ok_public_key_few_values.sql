@@ -1,1 +1,0 @@
-SELECT channel, count(*) FROM orders GROUP BY channel

@@ -1,1 +1,0 @@
-SELECT "Weird Col", count(*) FROM orders GROUP BY "Weird Col" ORDER BY 1 DESC NULLS LAST

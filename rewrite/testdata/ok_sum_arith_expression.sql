@@ -1,1 +1,0 @@
-SELECT sum(amount * 2) FROM orders

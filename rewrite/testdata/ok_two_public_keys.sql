@@ -1,1 +1,0 @@
-SELECT region, channel, count(*) FROM orders GROUP BY 1, 2

@@ -1,1 +1,0 @@
-SELECT region, variance(amount), stddev_pop(amount) FROM orders GROUP BY region

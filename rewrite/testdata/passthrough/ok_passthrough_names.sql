@@ -1,0 +1,2 @@
+-- intent: queries over no private table (functions, catalogs, public tables, CTEs shadowing a table name) pass through, with table names qualified
+SELECT version(); SELECT typname FROM pg_type WHERE oid = 23; SELECT * FROM products; WITH pg_x AS (SELECT 1 AS a) SELECT a FROM pg_x, (WITH products AS (SELECT 2) SELECT * FROM products) s; SELECT table_name FROM information_schema.tables; SELECT * FROM pg_am

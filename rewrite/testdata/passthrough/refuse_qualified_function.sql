@@ -1,0 +1,2 @@
+-- intent: a function outside pg_catalog is refused: it could be anything
+SELECT public.f()

@@ -1,0 +1,2 @@
+-- intent: random() is refused even without a private table: it would expose the database's generator
+SELECT random()

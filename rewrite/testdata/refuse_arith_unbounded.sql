@@ -1,1 +1,0 @@
-SELECT sum(quantity * 2) FROM orders

@@ -1,1 +1,0 @@
-COPY orders TO STDOUT

@@ -1,1 +1,0 @@
-WITH d AS (DELETE FROM products RETURNING *) SELECT * FROM d

@@ -1,1 +1,0 @@
-SELECT count(*) FROM orders WHERE (amount = 1) BETWEEN false AND true

@@ -1,1 +1,0 @@
-EXPLAIN DP

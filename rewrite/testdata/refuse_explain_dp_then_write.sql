@@ -1,1 +1,0 @@
-EXPLAIN DP SELECT count(*) FROM orders; UPDATE products SET id = 2

@@ -1,1 +1,0 @@
-EXPLAIN SELECT count(*) FROM orders

@@ -1,1 +1,0 @@
-SELECT extract(hour FROM created_at), count(*) FROM orders GROUP BY 1

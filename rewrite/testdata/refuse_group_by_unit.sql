@@ -1,1 +1,0 @@
-SELECT customer_id, count(*) FROM orders GROUP BY customer_id

@@ -1,1 +1,0 @@
-SELECT amount / 10, count(*) FROM orders GROUP BY 1

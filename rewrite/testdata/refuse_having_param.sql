@@ -1,1 +1,0 @@
-SELECT region FROM orders GROUP BY region HAVING count(*) > $1

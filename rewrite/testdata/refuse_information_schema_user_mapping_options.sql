@@ -1,2 +1,0 @@
--- User-mapping options hold the passwords of foreign servers.
-SELECT option_name, option_value FROM information_schema.user_mapping_options

@@ -1,1 +1,0 @@
-INSERT INTO products VALUES (1)

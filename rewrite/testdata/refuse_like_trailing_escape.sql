@@ -1,1 +1,0 @@
-SELECT count(*) FROM orders WHERE customer_id = 42 AND email LIKE 'a\'

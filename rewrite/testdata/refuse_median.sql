@@ -1,1 +1,0 @@
-SELECT median(amount) FROM orders

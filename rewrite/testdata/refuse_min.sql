@@ -1,1 +1,0 @@
-SELECT min(amount) FROM orders

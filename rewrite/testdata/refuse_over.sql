@@ -1,1 +1,0 @@
-SELECT count(*) OVER () FROM orders

@@ -1,1 +1,0 @@
-SELECT (0 = 0) BETWEEN 0 AND 0

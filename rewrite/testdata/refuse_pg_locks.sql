@@ -1,2 +1,0 @@
--- Other sessions' locks and the relations they read.
-SELECT l.locktype, l.relation::regclass, l.pid FROM pg_catalog.pg_locks l

@@ -1,2 +1,0 @@
--- Other sessions' prepared statements, in a LATERAL subquery.
-SELECT n.nspname, p.statement FROM pg_namespace n, LATERAL (SELECT statement FROM pg_prepared_statements) p

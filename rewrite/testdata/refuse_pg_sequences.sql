@@ -1,1 +1,0 @@
-SELECT sequencename, last_value FROM pg_sequences

@@ -1,2 +1,0 @@
--- Every setting, through the function behind pg_settings.
-SELECT name, setting FROM pg_catalog.pg_show_all_settings()

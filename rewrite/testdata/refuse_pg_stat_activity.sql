@@ -1,1 +1,0 @@
-SELECT pid, query FROM pg_stat_activity

@@ -1,1 +1,0 @@
-SELECT datname, tup_returned FROM pg_stat_database

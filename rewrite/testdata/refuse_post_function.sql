@@ -1,1 +1,0 @@
-SELECT region, pg_sleep(count(*)) FROM orders GROUP BY region

@@ -1,1 +1,0 @@
-SELECT region, count(*) + amount FROM orders GROUP BY region

@@ -1,1 +1,0 @@
-SELECT (SELECT count(*) FROM orders)

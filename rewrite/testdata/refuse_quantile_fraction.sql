@@ -1,1 +1,0 @@
-SELECT percentile_cont(amount) WITHIN GROUP (ORDER BY amount) FROM orders

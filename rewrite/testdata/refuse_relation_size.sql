@@ -1,1 +1,0 @@
-SELECT pg_relation_size('orders')

@@ -1,1 +1,0 @@
-SELECT 1 AS a INTO t2

@@ -1,1 +1,0 @@
-SET LOCAL dp.epsilon = 5

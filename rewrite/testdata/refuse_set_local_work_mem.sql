@@ -1,1 +1,0 @@
-SET LOCAL work_mem = '1GB'

@@ -1,1 +1,0 @@
-SELECT setseed(0.5)

@@ -1,1 +1,0 @@
-SELECT sum(DISTINCT amount) FROM orders

@@ -1,1 +1,0 @@
-SELECT sum(quantity) FROM orders

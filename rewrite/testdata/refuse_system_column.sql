@@ -1,1 +1,0 @@
-SELECT count(*) FROM orders WHERE ctid = '(0,1)'

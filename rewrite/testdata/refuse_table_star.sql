@@ -1,1 +1,0 @@
-SELECT o.*, count(*) FROM orders o

@@ -1,1 +1,0 @@
-SELECT count(DISTINCT product_id), count(DISTINCT channel) FROM orders

@@ -1,1 +1,0 @@
-SELECT count(*) FROM orders UNION ALL SELECT count(*) FROM products

@@ -1,1 +1,0 @@
-SELECT count(*) FROM orders WHERE amount = ANY('{1,2}')

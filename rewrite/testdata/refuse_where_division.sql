@@ -1,1 +1,0 @@
-SELECT count(*) FROM orders WHERE amount / 0 > 1

@@ -1,1 +1,0 @@
-SELECT count(*) FROM orders WHERE email ~ '^a'

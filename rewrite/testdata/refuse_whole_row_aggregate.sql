@@ -1,1 +1,0 @@
-SELECT count(o) FROM orders o

@@ -1,0 +1,2 @@
+-- intent: BEGIN READ WRITE is refused: sessions are read-only
+BEGIN READ WRITE

@@ -1,0 +1,2 @@
+-- intent: PREPARE TRANSACTION (two-phase commit) is refused
+PREPARE TRANSACTION 'x'

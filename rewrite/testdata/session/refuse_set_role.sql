@@ -1,0 +1,2 @@
+-- intent: SET ROLE is refused: it would change the upstream role
+SET ROLE admin

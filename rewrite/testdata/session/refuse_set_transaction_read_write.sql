@@ -1,0 +1,2 @@
+-- intent: SET TRANSACTION READ WRITE is refused: sessions are read-only
+SET TRANSACTION READ WRITE

@@ -1,0 +1,3 @@
+-- intent: a text of only comments and semicolons is an empty query, not an error
+-- just a comment
+ ;; /* and another */

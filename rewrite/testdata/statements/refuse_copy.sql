@@ -1,0 +1,2 @@
+-- intent: COPY is refused as a write, not a query
+COPY orders TO STDOUT

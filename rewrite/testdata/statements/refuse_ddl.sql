@@ -1,0 +1,2 @@
+-- intent: DDL (CREATE TABLE) is refused
+CREATE TABLE t (a int)

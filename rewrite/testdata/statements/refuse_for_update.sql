@@ -1,0 +1,2 @@
+-- intent: SELECT ... FOR UPDATE is refused even on a public table: it locks rows
+SELECT * FROM products FOR UPDATE

@@ -1,0 +1,2 @@
+-- intent: INSERT is refused
+INSERT INTO products VALUES (1)

@@ -1,0 +1,2 @@
+-- intent: VACUUM is refused
+VACUUM orders

@@ -1,0 +1,2 @@
+-- intent: a three-part name naming another database is refused
+SELECT * FROM otherdb.public.products

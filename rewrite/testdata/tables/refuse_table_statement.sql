@@ -1,0 +1,2 @@
+-- intent: TABLE orders is refused like SELECT *
+TABLE orders

@@ -1,0 +1,2 @@
+-- intent: a table the configuration does not name is refused
+SELECT * FROM customers
