@@ -100,19 +100,9 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 	}
 
 	// Spec: what the release will be, and every check that reads no
-	// private row (precharge.go), before anything is charged.
-	desc, err := ss.describe(ctx, plan, paramOIDs)
+	// private row, before anything is charged.
+	desc, spec, err := ss.specPrivate(ctx, plan, p, paramOIDs, cv)
 	if err != nil {
-		return nil, err
-	}
-	spec, err := ss.releaseSpec(plan) // release.go, package dp
-	if err != nil {
-		return nil, err
-	}
-	if err := ss.checkPost(ctx, plan); err != nil {
-		return nil, err
-	}
-	if err := ss.checkAnswerable(ctx, plan, p, desc.paramOIDs, cv); err != nil {
 		return nil, err
 	}
 
@@ -170,6 +160,28 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 	}
 	// Send.
 	return ss.answerResult(a, false, spend), nil
+}
+
+// specPrivate is everything known about a fresh private query before the
+// charge: the database's description of its result, the release's spec
+// (release.go, package dp: every noised part checked) and the checks that
+// read no private row (postprocess.go, precharge.go).
+func (ss *session) specPrivate(ctx context.Context, plan *rewrite.Plan, p *params, paramOIDs []uint32, cv *constValues) (*description, *dp.Spec, error) {
+	desc, err := ss.describe(ctx, plan, paramOIDs)
+	if err != nil {
+		return nil, nil, err
+	}
+	spec, err := ss.releaseSpec(plan)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ss.checkPost(ctx, plan); err != nil {
+		return nil, nil, err
+	}
+	if err := ss.checkAnswerable(ctx, plan, p, desc.paramOIDs, cv); err != nil {
+		return nil, nil, err
+	}
+	return desc, spec, nil
 }
 
 // checkParamCount refuses a private query whose bound parameters do not
