@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/dpproxy/dpproxy/budget"
-	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/dp"
 	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/dpproxy/dpproxy/sensitivity"
 )
@@ -129,72 +129,15 @@ func (ss *session) storeAnswer(ctx context.Context, cl *budget.Claim, key budget
 }
 
 // charge is what a query costs the analyst: its (ε, δ) for basic
-// composition and its zCDP cost (see zcdpCost), which the ledger uses
+// composition and its zCDP cost (dp.Spec.Cost), which the ledger uses
 // under privacy.accounting: zcdp.
-func (ss *session) charge(st *rewrite.Statement, spec *releaseSpec) (budget.Charge, error) {
-	rho, dApprox, err := zcdpCost(spec)
+func (ss *session) charge(st *rewrite.Statement, spec *dp.Spec) (budget.Charge, error) {
+	c, err := spec.Cost()
 	if err != nil {
 		return budget.Charge{}, err
 	}
 	return budget.Charge{
-		Analyst: ss.user.Name, Epsilon: spec.total.Epsilon, Delta: spec.total.Delta,
-		Rho: rho, DeltaApprox: dApprox, Fingerprint: st.Fingerprint,
+		Analyst: ss.user.Name, Epsilon: c.Epsilon, Delta: c.Delta,
+		Rho: c.Rho, DeltaApprox: c.DeltaApprox, Fingerprint: st.Fingerprint,
 	}, nil
-}
-
-// zcdpCost is a query's cost under zCDP accounting: it is
-// deltaApprox-approximately rho-zCDP (Bun & Steinke 2016). Each noised part
-// adds its ρ (zCDP composes additively):
-//
-//   - Gaussian noise with σ on a value of L2 sensitivity Δ2 = √L0·L∞:
-//     ρ = Δ2²/(2σ²), with σ exactly as the sampler calibrates it.
-//   - Laplace noise of scale L0·L∞/ε: each of the L0 groups a person can
-//     touch is released (ε/L0)-DP, hence (ε/L0)²/2-zCDP, and the L0 groups
-//     compose to ρ = ε²/(2·L0).
-//   - A quantile (exponential mechanism, ε/L0 per group): likewise
-//     ρ = L0·(ε/L0)²/2.
-//   - Partition selection: its noise as above, and the threshold's δ
-//     (the chance that a group of one person is released) as the
-//     approximate part.
-//
-// The per-query δ that basic composition charges for Gaussian noise is not
-// in deltaApprox: under zCDP the Gaussian's cost is all in ρ.
-//
-// The samplers are discretized versions of the continuous Laplace and
-// Gaussian distributions (granularity snapping); ρ is that of the
-// continuous mechanism, as the library's (ε, δ) calibration also assumes.
-func zcdpCost(spec *releaseSpec) (rho, deltaApprox float64, err error) {
-	gaussian := spec.mech.Name() == conf.Gaussian
-	add := func(p part) error {
-		if p.bound.LInf == 0 || p.bound.L0 == 0 {
-			return nil // not noised: nothing about any person is released
-		}
-		if !gaussian {
-			rho += budget.PureRho(p.share.Epsilon) / float64(p.bound.L0)
-			return nil
-		}
-		sigma, err := spec.mech.StdDev(p.bound.L0, p.bound.LInf, p.share.Epsilon, p.share.Delta)
-		if err != nil {
-			return err
-		}
-		rho += budget.GaussianRho(p.bound.L2(), sigma)
-		return nil
-	}
-	for _, as := range spec.aggs {
-		for _, p := range as.parts() {
-			if err := add(p); err != nil {
-				return 0, 0, err
-			}
-		}
-		if q := as.quantile; q != nil {
-			rho += float64(q.l0) * budget.PureRho(q.eps)
-		}
-	}
-	if spec.selDelta > 0 || spec.sel.bound.L0 > 0 {
-		if err := add(spec.sel); err != nil {
-			return 0, 0, err
-		}
-		deltaApprox += spec.selDelta - spec.noiseDel
-	}
-	return rho, deltaApprox, nil
 }

@@ -14,12 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/dp"
 	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/dpproxy/dpproxy/sensitivity"
 )
-
-// confidence of the error bounds reported with every answer.
-const confidence = 0.95
 
 // answer is a released (noised) result, kept in the answer cache so that
 // repeating a question returns the same noise instead of fresh draws.
@@ -68,23 +66,21 @@ type description struct {
 	fields    []pgproto3.FieldDescription
 }
 
-// privateResult answers a query over a private table: describe, charge,
-// run the bounded rewrite, noise, release.
+// privateResult answers a query over a private table. Read it top to
+// bottom: analyse (parameters, constants, the cache key) → spec (describe
+// the result, the release's every noised part, the checks that need no
+// private row) → claim and charge (the ledger) → run bounded → release
+// (noise, then post-processing) → store → send. Everything that can fail
+// whatever the private rows hold fails before the charge.
 func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *params, paramOIDs []uint32) (*result, error) {
 	clk := ss.startClock() // clock.go: the response leaves at the end of a time slot
 	defer ss.stopClock(clk)
 	defer clk.release(ctx)
 	plan := st.Plan
-	nparams := 0
-	if p != nil {
-		nparams = len(p.values)
-	}
-	if plan.NumParams > nparams {
-		return nil, newError("08P01", "the query has %d parameters but %d were bound", plan.NumParams, nparams)
-	}
-	if nparams >= maxParams {
-		// The rewrite binds its seed as one more parameter.
-		return nil, newError("54000", "a query over a private table may bind at most %d parameters", maxParams-1)
+
+	// Analyse: the parameters, the constants, the question's key.
+	if err := checkParamCount(plan, p); err != nil {
+		return nil, err
 	}
 	settings, err := ss.renderSettings(ctx)
 	if err != nil {
@@ -102,20 +98,14 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 		ss.cacheHit(ctx)
 		return ss.answerResult(a, true, budget.Spend{}), nil
 	}
-	desc, err := ss.describe(ctx, plan, paramOIDs)
+
+	// Spec: what the release will be, and every check that reads no
+	// private row, before anything is charged.
+	desc, spec, err := ss.specPrivate(ctx, plan, p, paramOIDs, cv)
 	if err != nil {
 		return nil, err
 	}
-	spec, err := ss.releaseSpec(plan)
-	if err != nil {
-		return nil, err
-	}
-	if err := ss.checkPost(ctx, plan); err != nil {
-		return nil, err
-	}
-	if err := ss.checkAnswerable(ctx, plan, p, desc.paramOIDs, cv); err != nil {
-		return nil, err
-	}
+
 	// Claim the question in the ledger (answer.go): a question answered
 	// before, by any proxy sharing the ledger, is answered again for free.
 	claim, cached, err := ss.claimAnswer(ctx, key)
@@ -141,14 +131,18 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 	if err != nil {
 		return nil, err
 	}
+
+	// Run bounded: max_query_time and cancels stop it.
 	var rows [][][]byte
-	err = clk.run(ctx, func(ctx context.Context) error { // max_query_time and cancels stop it
+	err = clk.run(ctx, func(ctx context.Context) error {
 		rows, err = ss.runBounded(ctx, plan, p, desc.paramOIDs, cv)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+
+	// Release: noise (package dp), then post-processing (postprocess.go).
 	a, err := release(plan, spec, desc.fields, rows)
 	if err != nil {
 		return nil, err
@@ -158,12 +152,53 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 			return nil, err
 		}
 	}
+
 	// Stored before anyone sees it, or withheld (the charge is kept).
 	a.notBefore = clk.slotEnd(time.Now())
 	if err := ss.storeAnswer(ctx, claim, key, a); err != nil {
 		return nil, err
 	}
+	// Send.
 	return ss.answerResult(a, false, spend), nil
+}
+
+// specPrivate is everything known about a fresh private query before the
+// charge: the database's description of its result, the release's spec
+// (release.go, package dp: every noised part checked) and the checks that
+// read no private row (postprocess.go, precharge.go).
+func (ss *session) specPrivate(ctx context.Context, plan *rewrite.Plan, p *params, paramOIDs []uint32, cv *constValues) (*description, *dp.Spec, error) {
+	desc, err := ss.describe(ctx, plan, paramOIDs)
+	if err != nil {
+		return nil, nil, err
+	}
+	spec, err := ss.releaseSpec(plan)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ss.checkPost(ctx, plan); err != nil {
+		return nil, nil, err
+	}
+	if err := ss.checkAnswerable(ctx, plan, p, desc.paramOIDs, cv); err != nil {
+		return nil, nil, err
+	}
+	return desc, spec, nil
+}
+
+// checkParamCount refuses a private query whose bound parameters do not
+// match it, or that leave no room for the rewrite's own.
+func checkParamCount(plan *rewrite.Plan, p *params) error {
+	nparams := 0
+	if p != nil {
+		nparams = len(p.values)
+	}
+	if plan.NumParams > nparams {
+		return newError("08P01", "the query has %d parameters but %d were bound", plan.NumParams, nparams)
+	}
+	if nparams >= maxParams {
+		// The rewrite binds its seed as one more parameter.
+		return newError("54000", "a query over a private table may bind at most %d parameters", maxParams-1)
+	}
+	return nil
 }
 
 // describe asks the upstream for the original statement's parameter and
@@ -226,9 +261,9 @@ func (ss *session) answerResult(a *answer, cached bool, spend budget.Spend) *res
 		return r
 	}
 	if cached {
-		r.notice = noticeText(a.bounds, true, 0, 0, 0, 0)
+		r.notice = dp.NoticeText(a.bounds, true, 0, 0, 0, 0)
 	} else {
-		r.notice = noticeText(a.bounds, false, a.charged.Epsilon, a.charged.Delta, spend.EpsilonRemaining(), spend.DeltaRemaining())
+		r.notice = dp.NoticeText(a.bounds, false, a.charged.Epsilon, a.charged.Delta, spend.EpsilonRemaining(), spend.DeltaRemaining())
 	}
 	return r
 }

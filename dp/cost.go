@@ -1,0 +1,82 @@
+package dp
+
+import (
+	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/conf"
+)
+
+// Cost is what a release costs the analyst: its (ε, δ) for basic
+// composition and its zCDP cost (ρ, δ_approx), which the ledger uses under
+// privacy.accounting: zcdp.
+type Cost struct {
+	Epsilon, Delta   float64
+	Rho, DeltaApprox float64
+}
+
+// Cost is the spec's cost (see zcdpCost).
+func (s *Spec) Cost() (Cost, error) {
+	rho, dApprox, err := zcdpCost(s)
+	if err != nil {
+		return Cost{}, err
+	}
+	return Cost{Epsilon: s.total.Epsilon, Delta: s.total.Delta, Rho: rho, DeltaApprox: dApprox}, nil
+}
+
+var pureRho = budget.PureRho
+
+// zcdpCost is a query's cost under zCDP accounting: it is
+// deltaApprox-approximately rho-zCDP (Bun & Steinke 2016). Each noised part
+// adds its ρ (zCDP composes additively):
+//
+//   - Gaussian noise with σ on a value of L2 sensitivity Δ2 = √L0·L∞:
+//     ρ = Δ2²/(2σ²), with σ exactly as the sampler calibrates it.
+//   - Laplace noise of scale L0·L∞/ε: each of the L0 groups a person can
+//     touch is released (ε/L0)-DP, hence (ε/L0)²/2-zCDP, and the L0 groups
+//     compose to ρ = ε²/(2·L0).
+//   - A quantile (exponential mechanism, ε/L0 per group): likewise
+//     ρ = L0·(ε/L0)²/2.
+//   - Partition selection: its noise as above, and the threshold's δ
+//     (the chance that a group of one person is released) as the
+//     approximate part.
+//
+// The per-query δ that basic composition charges for Gaussian noise is not
+// in deltaApprox: under zCDP the Gaussian's cost is all in ρ.
+//
+// The samplers are discretized versions of the continuous Laplace and
+// Gaussian distributions (granularity snapping); ρ is that of the
+// continuous mechanism, as the library's (ε, δ) calibration also assumes.
+func zcdpCost(s *Spec) (rho, deltaApprox float64, err error) {
+	gaussian := s.mech.Name() == conf.Gaussian
+	add := func(p Part) error {
+		if p.Bound.LInf == 0 || p.Bound.L0 == 0 {
+			return nil // not noised: nothing about any person is released
+		}
+		if !gaussian {
+			rho += pureRho(p.Share.Epsilon) / float64(p.Bound.L0)
+			return nil
+		}
+		sigma, err := s.mech.StdDev(p.Bound.L0, p.Bound.LInf, p.Share.Epsilon, p.Share.Delta)
+		if err != nil {
+			return err
+		}
+		rho += budget.GaussianRho(p.Bound.L2(), sigma)
+		return nil
+	}
+	for _, a := range s.aggs {
+		for _, p := range a.Parts() {
+			if err := add(p); err != nil {
+				return 0, 0, err
+			}
+		}
+		if q, ok := a.(interface{ rho() float64 }); ok {
+			rho += q.rho()
+		}
+	}
+	if s.sel != nil {
+		if err := add(s.sel.units); err != nil {
+			return 0, 0, err
+		}
+		deltaApprox += s.sel.delta - s.sel.noiseDel
+	}
+	return rho, deltaApprox, nil
+}

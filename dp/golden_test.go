@@ -1,0 +1,124 @@
+package dp_test
+
+import (
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/dp"
+	"github.com/dpproxy/dpproxy/rewrite"
+)
+
+var update = flag.Bool("update", false, "rewrite ../rewrite/testdata/**/*.dp.golden from the current output")
+
+// TestSpecGolden writes, next to every accepted rewrite case
+// (../rewrite/testdata/**/ok_*.sql), the DP spec of its private and
+// EXPLAIN DP statements as EXPLAIN DP prints it (sensitivities, ε/δ
+// split, threshold, noise scale), with ε = 1 and δ = 1e-6 under Laplace
+// and under Gaussian noise, and fails when a spec changes. No database:
+// the output columns are named from the plan (a key's column, an
+// aggregate's function), not as the database would describe them.
+//
+//	go test ./dp/ -update
+func TestSpecGolden(t *testing.T) {
+	a := newTestAnalyzer(t)
+	var files []string
+	err := filepath.WalkDir("../rewrite/testdata", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasPrefix(d.Name(), "ok_") && strings.HasSuffix(d.Name(), ".sql") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := 0
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".sql")
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts, err := a.Analyze(string(src))
+		if err != nil {
+			continue // the rewrite's own golden test reports it
+		}
+		got := renderSpecs(stmts)
+		if got == "" {
+			continue // no private statement
+		}
+		written++
+		t.Run(name, func(t *testing.T) {
+			golden := strings.TrimSuffix(f, ".sql") + ".dp.golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./dp -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("spec of %s =\n%s\nwant\n%s", f, got, want)
+			}
+		})
+	}
+	if written < 15 {
+		t.Errorf("%d accepted cases have a private statement, want at least 15", written)
+	}
+}
+
+// renderSpecs prints the spec of every private or EXPLAIN DP statement.
+func renderSpecs(stmts []*rewrite.Statement) string {
+	var b strings.Builder
+	for i, st := range stmts {
+		if st.Kind != rewrite.KindPrivate && st.Kind != rewrite.KindExplainDP {
+			continue
+		}
+		for _, mech := range []string{conf.Laplace, conf.Gaussian} {
+			fmt.Fprintf(&b, "-- statement %d, %s, ε=1 δ=1e-6\n", i+1, mech)
+			p, err := dp.NewPrivacy(mech, 1, 1e-6)
+			if err != nil {
+				panic(err)
+			}
+			spec, err := dp.NewSpec(st.Plan, p)
+			if err != nil {
+				fmt.Fprintf(&b, "ERROR: %v\n", err)
+				continue
+			}
+			for _, l := range spec.ExplainSpec(outputNames(st.Plan)) {
+				b.WriteString(l + "\n")
+			}
+		}
+	}
+	return b.String()
+}
+
+// outputNames names the plan's outputs without a database: a key by its
+// column (or expression), an aggregate by its function.
+func outputNames(plan *rewrite.Plan) []string {
+	names := make([]string, len(plan.Outputs))
+	for i, o := range plan.Outputs {
+		switch {
+		case o.Agg != nil:
+			names[i] = o.Agg.Func
+		case o.GroupKey >= 0 && plan.GroupKeys[o.GroupKey].Column != "":
+			names[i] = plan.GroupKeys[o.GroupKey].Column
+		case o.GroupKey >= 0:
+			names[i] = plan.GroupKeys[o.GroupKey].Expr
+		default:
+			names[i] = fmt.Sprintf("column %d", i+1)
+		}
+	}
+	return names
+}
