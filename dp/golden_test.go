@@ -3,14 +3,13 @@ package dp_test
 import (
 	"flag"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/dp"
+	"github.com/dpproxy/dpproxy/internal/golden"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
@@ -27,27 +26,16 @@ var update = flag.Bool("update", false, "rewrite ../rewrite/testdata/**/*.dp.gol
 //	go test ./dp/ -update
 func TestSpecGolden(t *testing.T) {
 	a := newTestAnalyzer(t)
-	var files []string
-	err := filepath.WalkDir("../rewrite/testdata", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() && strings.HasPrefix(d.Name(), "ok_") && strings.HasSuffix(d.Name(), ".sql") {
-			files = append(files, path)
-		}
-		return nil
-	})
+	cases, err := golden.Cases("../rewrite/testdata")
 	if err != nil {
 		t.Fatal(err)
 	}
 	written := 0
-	for _, f := range files {
-		name := strings.TrimSuffix(filepath.Base(f), ".sql")
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+	for _, c := range cases {
+		if !strings.HasPrefix(c.Name, "ok_") {
+			continue
 		}
-		stmts, err := a.Analyze(string(src))
+		stmts, err := a.Analyze(c.SQL)
 		if err != nil {
 			continue // the rewrite's own golden test reports it
 		}
@@ -56,20 +44,20 @@ func TestSpecGolden(t *testing.T) {
 			continue // no private statement
 		}
 		written++
-		t.Run(name, func(t *testing.T) {
-			golden := strings.TrimSuffix(f, ".sql") + ".dp.golden"
+		t.Run(c.Name, func(t *testing.T) {
+			path := strings.TrimSuffix(c.Path, ".sql") + ".dp.golden"
 			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 					t.Fatal(err)
 				}
 				return
 			}
-			want, err := os.ReadFile(golden)
+			want, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatalf("%v (run go test ./dp -update to create it)", err)
 			}
 			if got != string(want) {
-				t.Errorf("spec of %s =\n%s\nwant\n%s", f, got, want)
+				t.Errorf("spec of %s =\n%s\nwant\n%s", c.Path, got, want)
 			}
 		})
 	}

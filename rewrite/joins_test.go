@@ -4,26 +4,20 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/dpproxy/dpproxy/internal/testconf"
 )
 
 // testRelations is what the upstream's catalog would say about the tables
-// of testConfig (RelationColumnsSQL, UniqueKeysSQL): products has a primary
-// key, a second unique column and a unique pair.
-var testRelations = map[string]*Relation{
-	"public.orders": {Columns: map[string]string{
-		"order_id": "bigint", "customer_id": "integer", "product_id": "integer", "region": "text", "channel": "text",
-		"quantity": "integer", "amount": "numeric", "discount": "numeric", "ordered_at": "timestamp with time zone",
-		"score": "double precision", "sku": "text",
-	}},
-	"public.products": {
-		Columns: map[string]string{
-			"product_id": "integer", "id": "integer", "name": "text", "category": "text", "price": "numeric",
-			"sku": "text", "weight": "double precision",
-		},
-		UniqueKeys: [][]string{{"product_id"}, {"id"}, {"name", "category"}},
-	},
-	"sales.visits": {Columns: map[string]string{"user_id": "integer", "duration": "integer", "product_id": "integer"}},
-}
+// of testConfig (internal/testconf/catalog.yaml).
+var testRelations = func() map[string]*Relation {
+	rels, _ := testconf.Catalog()
+	out := make(map[string]*Relation, len(rels))
+	for name, r := range rels {
+		out[name] = &Relation{Columns: r.Columns, UniqueKeys: r.UniqueKeys}
+	}
+	return out
+}()
 
 // TestJoinsBounded: a private table is joined with a public one only where
 // each private row matches at most one public row (joins.go), judged after

@@ -13,24 +13,17 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+
+	"github.com/dpproxy/dpproxy/internal/testconf"
 )
 
 // testColumnTypes is what ColumnTypesSQL would read for the tables of
-// testConfig (the columns of testRelations, and more of other types).
-var testColumnTypes = map[string]string{
-	"public.orders.order_id": "int8", "public.orders.customer_id": "int4", "public.orders.product_id": "int4",
-	"public.orders.region": "text", "public.orders.channel": "text", "public.orders.quantity": "int4",
-	"public.orders.amount": "numeric", "public.orders.discount": "numeric", "public.orders.ordered_at": "timestamptz",
-	"public.orders.score": "float8", "public.orders.sku": "text", "public.orders.created_at": "date",
-	"public.orders.shipped_on": "date", "public.orders.local_time": "timestamp", "public.orders.status": "enum",
-	"public.orders.paid": "bool", "public.orders.note": "varchar", "public.orders.email": "text", "public.orders.Weird Col": "text",
-	"public.orders.tags":         "_text",
-	"public.products.product_id": "int4", "public.products.id": "int4", "public.products.name": "text",
-	"public.products.category": "text", "public.products.price": "numeric", "public.products.sku": "text",
-	"public.products.weight": "float8",
-	"sales.visits.user_id":   "int4", "sales.visits.duration": "int4", "sales.visits.product_id": "int4",
-	"sales.visits.visit_date": "date", "sales.visits.started": "timestamp", "sales.visits.page": "text",
-}
+// testConfig (internal/testconf/catalog.yaml: the columns of
+// testRelations, and more of other types).
+var testColumnTypes = func() map[string]string {
+	_, types := testconf.Catalog()
+	return types
+}()
 
 // renderTotality prints a plan's hoisted constants and type checks for
 // the golden files.
