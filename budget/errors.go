@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // ExhaustedError refuses a charge that would exceed the analyst's budget.
@@ -20,8 +22,11 @@ func (e *ExhaustedError) Error() string {
 		e.Requested.Epsilon, e.Requested.Delta, e.Remaining.EpsilonRemaining(), e.Remaining.DeltaRemaining())
 }
 
-// SQLState is insufficient_resources.
-func (e *ExhaustedError) SQLState() string { return "53400" }
+// SQLState is configuration_limit_exceeded (pgerr.BudgetExhausted).
+func (e *ExhaustedError) SQLState() string { return string(pgerr.BudgetExhausted) }
+
+// Refused is true: the charge was refused, nothing ran.
+func (e *ExhaustedError) Refused() bool { return true }
 
 // UnavailableError means the ledger could not be read or written, so the
 // query must not run. Error is safe to show clients; the cause, which may
@@ -52,9 +57,9 @@ func (e *UnavailableError) Is(target error) bool { return errors.Is(e.Err, targe
 // context was canceled.
 func (e *UnavailableError) SQLState() string {
 	if e.canceled() {
-		return "57014"
+		return string(pgerr.QueryCanceled)
 	}
-	return "08006"
+	return string(pgerr.ConnectionFailure)
 }
 
 func (e *UnavailableError) canceled() bool { return errors.Is(e.Err, context.Canceled) }
@@ -79,7 +84,10 @@ func (e *UnknownAnalystError) Error() string {
 }
 
 // SQLState is insufficient_privilege.
-func (e *UnknownAnalystError) SQLState() string { return "42501" }
+func (e *UnknownAnalystError) SQLState() string { return string(pgerr.InsufficientPrivilege) }
+
+// Refused is true: the analyst has no budget, nothing ran.
+func (e *UnknownAnalystError) Refused() bool { return true }
 
 // InvalidChargeError rejects an ε or δ that is not finite or out of range.
 type InvalidChargeError struct {
@@ -89,4 +97,7 @@ type InvalidChargeError struct {
 func (e *InvalidChargeError) Error() string { return "invalid privacy charge: " + e.Reason }
 
 // SQLState is invalid_parameter_value.
-func (e *InvalidChargeError) SQLState() string { return "22023" }
+func (e *InvalidChargeError) SQLState() string { return string(pgerr.InvalidParameterValue) }
+
+// Refused is true: the charge was not recorded and nothing ran.
+func (e *InvalidChargeError) Refused() bool { return true }

@@ -28,7 +28,7 @@ type avg struct {
 
 func newAvg(a *rewrite.Aggregate, p Params) (*avg, error) {
 	if a.CountCol < 0 || a.SumCol < 0 {
-		return nil, newError(codeInternal, "%s: the plan has no count or sum column", a.Func)
+		return nil, internal("%s: the plan has no count or sum column", a.Func)
 	}
 	// Half of the aggregate's share for the count, half for the sum
 	// centred on the middle of the bounds (sequential composition).

@@ -27,7 +27,7 @@ type counter struct {
 
 func newCounter(a *rewrite.Aggregate, p Params, b sensitivity.Bound) (*counter, error) {
 	if a.CountCol < 0 {
-		return nil, newError(codeInternal, "%s: the plan has no count column", a.Func)
+		return nil, internal("%s: the plan has no count column", a.Func)
 	}
 	c := &counter{a: a, count: Part{b, p.Share}}
 	if err := checkParts(p.Mech, c.count); err != nil {

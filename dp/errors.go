@@ -1,25 +1,15 @@
 package dp
 
-import "fmt"
+import "github.com/dpproxy/dpproxy/internal/pgerr"
 
-// SQLSTATE codes of this package's errors.
-const (
-	codeInvalidParameter = "22023"
-	codeInternal         = "XX000"
-)
-
-// Error is an error of the release with a SQLSTATE and a message that is
-// safe to show to the client.
-type Error struct {
-	Code    string
-	Message string
+// refuse is an error of the privacy parameters, found before the charge:
+// the query is refused (22023) and costs nothing.
+func refuse(format string, args ...any) *pgerr.Error {
+	return pgerr.Refuse(pgerr.InvalidParameterValue, format, args...)
 }
 
-func (e *Error) Error() string { return e.Message }
-
-// SQLState is the error's SQLSTATE.
-func (e *Error) SQLState() string { return e.Code }
-
-func newError(code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+// internal is a plan that does not fit its aggregate (a bug of the
+// rewriter) or rows that do not fit the plan: a failure (XX000).
+func internal(format string, args ...any) *pgerr.Error {
+	return pgerr.Fail(pgerr.InternalError, nil, format, args...)
 }

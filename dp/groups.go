@@ -18,7 +18,7 @@ func parseGroups(plan *rewrite.Plan, rows [][][]byte, ncols int) ([]Group, error
 	var groups []Group
 	for _, r := range rows {
 		if len(r) < ncols {
-			return nil, newError(codeInternal, "rewritten query returned %d columns, want %d", len(r), ncols)
+			return nil, internal("rewritten query returned %d columns, want %d", len(r), ncols)
 		}
 		g := Group{Vals: make([]float64, len(r))}
 		for _, k := range plan.GroupKeys {
@@ -39,7 +39,7 @@ func parseGroups(plan *rewrite.Plan, rows [][][]byte, ncols int) ([]Group, error
 			}
 			h, err := parseNumArray(r[a.HistCol])
 			if err != nil || len(h) != a.Buckets {
-				return nil, newError(codeInternal, "rewritten query returned a malformed histogram")
+				return nil, internal("rewritten query returned a malformed histogram")
 			}
 			if g.Hists == nil {
 				g.Hists = map[int][]float64{}
@@ -56,7 +56,7 @@ func parseGroups(plan *rewrite.Plan, rows [][][]byte, ncols int) ([]Group, error
 func parseNumArray(b []byte) ([]float64, error) {
 	s := strings.TrimSpace(string(b))
 	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
-		return nil, newError(codeInternal, "not an array")
+		return nil, internal("not an array")
 	}
 	s = s[1 : len(s)-1]
 	if s == "" {

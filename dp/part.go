@@ -27,7 +27,7 @@ func (p Part) check(m noise.Mechanism) error {
 		return nil
 	}
 	if !(p.Bound.LInf < math.MaxFloat64) {
-		return newError(codeInvalidParameter, "a sensitivity of this query is not finite: narrow the bounds of its expressions")
+		return refuse("a sensitivity of this query is not finite: narrow the bounds of its expressions")
 	}
 	if _, err := m.StdDev(p.Bound.L0, p.Bound.LInf, p.Share.Epsilon, p.Share.Delta); err != nil {
 		return err

@@ -18,13 +18,13 @@ type Privacy struct {
 func NewPrivacy(mechanism string, epsilon, delta float64) (Privacy, error) {
 	mech, err := noise.ByName(mechanism)
 	if err != nil {
-		return Privacy{}, newError(codeInvalidParameter, "%v", err)
+		return Privacy{}, refuse("%v", err)
 	}
 	if !conf.ValidEpsilon(epsilon) {
-		return Privacy{}, newError(codeInvalidParameter, "ε must be a finite number > 0, got %v", epsilon)
+		return Privacy{}, refuse("ε must be a finite number > 0, got %v", epsilon)
 	}
 	if !conf.ValidDelta(delta) {
-		return Privacy{}, newError(codeInvalidParameter, "δ must be in [0, 1), got %v", delta)
+		return Privacy{}, refuse("δ must be in [0, 1), got %v", delta)
 	}
 	return Privacy{name: mechanism, mech: mech, epsilon: epsilon, delta: delta}, nil
 }

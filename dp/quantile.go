@@ -32,7 +32,7 @@ type quantile struct {
 
 func newQuantile(a *rewrite.Aggregate, p Params) (*quantile, error) {
 	if a.HistCol < 0 {
-		return nil, newError(codeInternal, "%s: the plan has no histogram column", a.Func)
+		return nil, internal("%s: the plan has no histogram column", a.Func)
 	}
 	return &quantile{a: a, eps: p.Share.Epsilon / float64(p.L0), sensitivity: sensitivity.QuantileUtility(p.MaxRows, a.Quantile), l0: p.L0}, nil
 }
@@ -81,7 +81,7 @@ func quantileEM(rnd io.Reader, hist []float64, lower, upper, p, eps, du float64)
 		return lower, nil
 	}
 	if !(eps > 0) || !(du > 0) {
-		return 0, newError(codeInvalidParameter, "quantile: ε and sensitivity must be > 0")
+		return 0, refuse("quantile: ε and sensitivity must be > 0")
 	}
 	var total float64
 	for _, c := range hist {

@@ -30,7 +30,7 @@ func newSelection(m noise.Mechanism, l0 int64, sel sensitivity.Share, gaussian b
 	var err error
 	s.threshold, err = m.Threshold(l0, 1, sel.Epsilon, s.noiseDel, thresholdDelta)
 	if err != nil {
-		return nil, newError(codeInvalidParameter, "partition selection: %v", err)
+		return nil, refuse("partition selection: %v", err)
 	}
 	if err := s.units.check(m); err != nil {
 		return nil, err

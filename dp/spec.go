@@ -34,7 +34,7 @@ func NewSpec(plan *rewrite.Plan, p Privacy) (*Spec, error) {
 	for i, a := range plan.Aggregates {
 		k, ok := registry[a.Kind]
 		if !ok {
-			return nil, newError(codeInternal, "unknown aggregate kind %d", a.Kind)
+			return nil, internal("unknown aggregate kind %d", a.Kind)
 		}
 		if k.pure {
 			pure++

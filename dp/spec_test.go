@@ -2,6 +2,7 @@ package dp
 
 import (
 	"bytes"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"strconv"
 	"strings"
 	"testing"
@@ -144,7 +145,7 @@ func TestNewPrivacyRefuses(t *testing.T) {
 func TestUnknownKindRefused(t *testing.T) {
 	plan := &rewrite.Plan{Aggregates: []*rewrite.Aggregate{{Kind: 99}}, MaxGroups: 1, MaxRows: 1}
 	p, _ := NewPrivacy(conf.Laplace, 1, 0)
-	if _, err := NewSpec(plan, p); err == nil || err.(*Error).Code != codeInternal {
+	if _, err := NewSpec(plan, p); err == nil || err.(*pgerr.Error).Code != pgerr.InternalError {
 		t.Errorf("NewSpec with an unknown kind: %v, want XX000", err)
 	}
 }

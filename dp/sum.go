@@ -26,7 +26,7 @@ type sum struct {
 
 func newSum(a *rewrite.Aggregate, p Params) (*sum, error) {
 	if a.SumCol < 0 {
-		return nil, newError(codeInternal, "%s: the plan has no sum column", a.Func)
+		return nil, internal("%s: the plan has no sum column", a.Func)
 	}
 	s := &sum{a: a, sum: Part{sensitivity.Sum(p.L0, p.MaxRows, a.Lower, a.Upper), p.Share}}
 	if err := checkParts(p.Mech, s.sum); err != nil {

@@ -33,7 +33,7 @@ type variance struct {
 
 func newVariance(a *rewrite.Aggregate, p Params) (*variance, error) {
 	if a.CountCol < 0 || a.SumCol < 0 || a.SumSqCol < 0 {
-		return nil, newError(codeInternal, "%s: the plan has no count, sum or sum of squares column", a.Func)
+		return nil, internal("%s: the plan has no count, sum or sum of squares column", a.Func)
 	}
 	// A third each for the count, the centred sum and the centred sum of
 	// squares (sequential composition).

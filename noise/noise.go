@@ -42,6 +42,8 @@ import (
 	"math"
 
 	dpnoise "github.com/google/differential-privacy/go/v3/noise"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // Mechanism adds calibrated noise. Implementations are safe for concurrent
@@ -89,7 +91,11 @@ func (e *ParamError) Error() string {
 
 // SQLState is invalid_parameter_value: a caller may pass the error to a
 // client, since the message holds only privacy parameters.
-func (e *ParamError) SQLState() string { return "22023" }
+func (e *ParamError) SQLState() string { return string(pgerr.InvalidParameterValue) }
+
+// Refused is true: the parameters are refused before anything is noised
+// (and, in the proxy, before anything is charged).
+func (e *ParamError) Refused() bool { return true }
 
 // Laplace returns the Laplace mechanism: pure ε-DP with scale
 // b = l0·lInf/eps.

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/dpproxy/dpproxy/dp"
@@ -42,8 +43,8 @@ func release(plan *rewrite.Plan, spec *dp.Spec, fields []pgproto3.FieldDescripti
 // fromDP gives an error of package dp the proxy's type, with its code and
 // message; other errors (the samplers') pass unchanged.
 func fromDP(err error) error {
-	if e, ok := err.(*dp.Error); ok {
-		return newError(e.Code, "%s", e.Message)
+	if e, ok := err.(*pgerr.Error); ok {
+		return newError(string(e.Code), "%s", e.Message)
 	}
 	return err
 }
