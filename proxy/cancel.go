@@ -13,8 +13,8 @@ import (
 
 // Cancelling upstream statements. Each message a session handles runs
 // under the session's statement context (stmtContext), which a
-// CancelRequest for the session, or the watcher finding its client gone,
-// ends (cancelUpstream). Everything the message waits for then stops: a
+// CancelRequest for the session, the watcher finding its client gone, or
+// the end of the server's shutdown grace ends (cancelUpstream). Everything the message waits for then stops: a
 // wait for a private-query slot or for the analysis of long texts at once,
 // and an upstream statement through pgconn's context watcher, which for
 // the query pool sends the upstream a CancelRequest
@@ -39,8 +39,9 @@ import (
 // pgconn's default watcher, which breaks the connection, and a claim whose
 // connection broke is discarded, which frees its lock). Where the contexts
 // are built: stmtContext below, one per message until a cancel ends it;
-// a private query's bounded run derives its own from it (privateClock.run,
-// clock.go), which the clock ends at privacy.max_query_time.
+// a private query derives one from it until its charge (privateQuery,
+// clock.go) and one for its bounded run (privateClock.run), which only
+// its clock ends.
 //
 // Deliberately, a cancel does not act at once on a private query on its
 // clock (from privateResult's start to its end, private.go): its time
@@ -48,9 +49,9 @@ import (
 // the response clock). deferCancel hands it to the clock, which stops the
 // query at the end of the slot the cancel arrived in: the bounded run is
 // cancelled upstream if it runs then, and a query that has not reached its
-// charge is refused uncharged when it does (privateClock.check). Its
-// other waits before the charge (the ledger claim among them) are not cut
-// short: they end as they would have, then the refusal follows.
+// charge has its waits ended (the ledger claim among them: privateQuery,
+// clock.go) and is refused uncharged. After the charge, only the bounded
+// run is cut short; the response leaves at a slot's end either way.
 
 const (
 	// cancelDeadline is how long after a cancel the upstream has to end

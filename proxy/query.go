@@ -127,7 +127,7 @@ func (ss *session) execute(ctx context.Context, st *rewrite.Statement, p *params
 			return nil, err
 		}
 		defer release()
-		return ss.privateResult(ctx, st, p, paramOIDs)
+		return ss.privateQuery(ctx, st, p, paramOIDs) // clock.go
 	case rewrite.KindExplainDP:
 		return ss.explainDP(ctx, st, paramOIDs)
 	case rewrite.KindDeallocate:

@@ -83,6 +83,9 @@ type session struct {
 	stmtCtx                   context.Context
 	stmtCancel                context.CancelFunc
 	msgSeq, watchSeq, goneSeq uint64
+	// beforeCharge is the context of the private query about to start,
+	// until its charge, for its clock (privateQuery, clock.go).
+	beforeCharge beforeCharge
 
 	// counted is true once the session counts against its analyst's
 	// limits.max_connections_per_analyst.

@@ -17,8 +17,8 @@ import (
 // than left to wait while its client is closed, and Shutdown returns.
 func TestShutdownCancelsWaits(t *testing.T) {
 	s := &Server{
-		log: slog.New(slog.DiscardHandler),
-		lim: newLimiter(conf.Limits{MaxConcurrentPrivate: 1, MaxConcurrentPrivatePerAnalyst: 1, PrivateQueryWait: time.Hour}),
+		log:       slog.New(slog.DiscardHandler),
+		lim:       newLimiter(conf.Limits{MaxConcurrentPrivate: 1, MaxConcurrentPrivatePerAnalyst: 1, PrivateQueryWait: time.Hour}),
 		listeners: map[net.Listener]struct{}{}, sessions: map[*session]struct{}{}, cancels: map[cancelKey]*session{},
 	}
 	hold, err := s.lim.acquirePrivate(context.Background(), "a")
