@@ -10,8 +10,9 @@ import (
 )
 
 // The upstream's connection capacity against the proxy's: New's start-up
-// check (checkLimits) and check-config's (check.go) of limits.max_connections
-// and the ledger's pool against the server's max_connections.
+// check (checkLimits) and check-config's (check.go) of
+// limits.max_connections and the ledger's pool against the server's
+// max_connections.
 
 // capacitySQL reads how many connections the upstream server gives roles
 // that are not superusers: max_connections less the slots reserved for

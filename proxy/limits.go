@@ -48,7 +48,7 @@ type limiter struct {
 	// analysis holds one token per analysis of a long text (analyze).
 	analysis chan struct{}
 
-	// watchStop ends the watcher of clients gone (cancel.go), once.
+	// watchStop ends the watcher of clients gone (clientgone.go), once.
 	watchStop chan struct{}
 	watchOnce sync.Once
 

@@ -35,7 +35,7 @@ func (ss *session) simpleQuery(ctx context.Context, sql string) {
 		ss.sendError(err)
 		return
 	}
-	stmts, err := ss.analyze(ctx, sql) // limits.go
+	stmts, err := ss.analyze(ctx, sql) // analysis.go
 	if err != nil {
 		ss.observeRefused(refusedText(sql, err), err)
 		ss.send(errorResponse(err))
@@ -121,7 +121,7 @@ func (ss *session) execute(ctx context.Context, st *rewrite.Statement, p *params
 		return ss.showDP(ctx, st)
 	case rewrite.KindPrivate:
 		// The slot is taken before anything is charged: a query refused
-		// for want of one costs nothing (limits.go).
+		// for want of one costs nothing (slots.go).
 		release, err := ss.srv.lim.acquirePrivate(ctx, ss.user.Name)
 		if err != nil {
 			return nil, err

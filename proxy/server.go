@@ -208,7 +208,7 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 		s.Close()
 		return nil, fmt.Errorf("proxy: ledger: %w", err)
 	}
-	if err := s.ledgerOutOfReach(ctx); err != nil { // check.go
+	if err := s.ledgerOutOfReach(ctx); err != nil { // ledgerreach.go
 		s.Close()
 		return nil, err
 	}
@@ -218,11 +218,11 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.analyzer = rewrite.New(cfg, aopts)
-	if err := s.checkLimits(ctx); err != nil { // limits.go
+	if err := s.checkLimits(ctx); err != nil { // capacity.go
 		s.Close()
 		return nil, err
 	}
-	s.startWatch() // cancel.go
+	s.startWatch() // clientgone.go
 	return s, nil
 }
 

@@ -12,6 +12,11 @@ import (
 // time slot, clock.go) and its client connection closed. A session then
 // ends through close, which gives back its analyst's count, its cancel
 // key and its upstream connection (upstream.go).
+//
+// The statement contexts do not derive from a server-wide one that the
+// shutdown would end: that would cut a private query's bounded run short
+// at once, off its clock, whose timing the clock exists to hide; the
+// shutdown cancels each session's message as a client's cancel does.
 
 func (ss *session) close() {
 	ss.srv.unregister(ss)
