@@ -81,11 +81,11 @@ func (ss *session) stmtContext() context.Context {
 	return ss.stmtCtx
 }
 
-// cancelUpstream ends what the session is doing for its current message:
-// the CancelRequest of a client, or its client gone. It is called from
-// other goroutines. A message that ended meanwhile is not affected: a
-// cancel between messages is ignored, as PostgreSQL ignores a cancel for
-// an idle backend.
+// cancelUpstream ends what the session is doing for its current message: the
+// CancelRequest of a client, its client gone, or the end of the server's
+// shutdown grace (shutdown.go). It is called from other goroutines. A
+// message that ended meanwhile is not affected: a cancel between messages is
+// ignored, as PostgreSQL ignores a cancel for an idle backend.
 func (ss *session) cancelUpstream() {
 	if ss.deferCancel() { // clock.go: a private query's cancel waits for its slot's end
 		return

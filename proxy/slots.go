@@ -12,9 +12,9 @@ import (
 // acquirePrivate waits for a slot for one private query of analyst: one of
 // the analyst's limits.max_concurrent_private_queries_per_analyst, then one
 // of the server's limits.max_concurrent_private_queries, so that one analyst
-// cannot hold every slot. The wait ends after limits.private_query_wait,
-// or when ctx ends (a CancelRequest, the client gone), with 57014: before
-// anything is read or charged. The caller must call release.
+// cannot hold every slot. The wait ends after limits.private_query_wait, or
+// when ctx ends (a CancelRequest, the client gone, the shutdown), with
+// 57014: before anything is read or charged. The caller must call release.
 func (l *limiter) acquirePrivate(ctx context.Context, analyst string) (release func(), err error) {
 	l.mu.Lock()
 	mine := l.mine[analyst]
