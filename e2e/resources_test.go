@@ -313,6 +313,89 @@ func TestCancelRequestEndsWaits(t *testing.T) {
 	<-held
 }
 
+// TestCancelEndsClaimWait: a private query waiting on the ledger for
+// another session of its analyst asking the same question (its claim,
+// proxy/answer.go) stops waiting when its client cancels or goes away, at
+// the end of its time slot (proxy/clock.go): refused with 57014 and
+// uncharged, rather than when the first query ends (privacy.max_query_time
+// here, 30 s).
+func TestCancelEndsClaimWait(t *testing.T) {
+	addr := resourcesProxy(t, "res_claim", "  statement_timeout: 1m\n")
+	admin := direct(t)
+	const question = "SELECT count(*) FROM dp_slow_orders WHERE amount >= 7"
+	holder := connectApp(t, addr, "res_claim_a", "res_claim_holder", pgx.QueryExecModeSimpleProtocol)
+	held := make(chan error, 1)
+	go func() {
+		var n int64
+		held <- holder.QueryRow(ctx, question).Scan(&n)
+	}()
+	eventually(t, 10*time.Second, "the slow private query never ran", func() error {
+		if activeUpstream(t, admin, "res_claim_holder") == 0 {
+			return errors.New("not active")
+		}
+		return nil
+	})
+	// claimWaits counts the ledger's sessions waiting for a question's
+	// advisory lock.
+	claimWaits := func(c *pgx.Conn) (int, error) {
+		var n int
+		err := c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dpproxy-ledger' AND wait_event_type = 'Lock' AND query LIKE '%pg_advisory_lock%'`).Scan(&n)
+		return n, err
+	}
+	t.Run("CancelRequest", func(t *testing.T) {
+		waiter := connectApp(t, addr, "res_claim_a", "res_claim_waiter", pgx.QueryExecModeSimpleProtocol)
+		before := showBudget(t, waiter)
+		watch := direct(t) // the test's goroutine keeps admin
+		go func() {
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if n, err := claimWaits(watch); err != nil || n > 0 {
+					break
+				}
+			}
+			if err := waiter.PgConn().CancelRequest(ctx); err != nil {
+				t.Errorf("CancelRequest: %v", err)
+			}
+		}()
+		start := time.Now()
+		var n int64
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		err := waiter.QueryRow(cctx, question).Scan(&n)
+		checkCode(t, "a private query waiting on the claim, cancelled", err, "57014")
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("the cancelled wait ended after %v", d)
+		}
+		if after := showBudget(t, waiter); after != before {
+			t.Errorf("a query cancelled while it waited on the claim was charged: %+v -> %+v", before, after)
+		}
+		if n, err := claimWaits(admin); err != nil || n != 0 {
+			t.Errorf("%d waits for the claim left after the cancel (%v)", n, err)
+		}
+	})
+	t.Run("disconnect", func(t *testing.T) {
+		fe, sock := rawApp(t, addr, "res_claim_a", "res_claim_gone")
+		fe.Send(&pgproto3.Query{String: question})
+		if err := fe.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "the second asker never waited on the claim", func() error {
+			if n, err := claimWaits(admin); err != nil || n == 0 {
+				return fmt.Errorf("%d waits for the claim (%v)", n, err)
+			}
+			return nil
+		})
+		sock.Close()
+		eventually(t, 10*time.Second, "the wait for the claim goes on after its client left", func() error {
+			if n, err := claimWaits(admin); err != nil || n > 0 {
+				return fmt.Errorf("%d waits for the claim (%v)", n, err)
+			}
+			return nil
+		})
+	})
+	holder.PgConn().CancelRequest(ctx)
+	<-held
+}
+
 // TestPrivateSlotsPerAnalyst: one analyst holding its share of the
 // private-query slots cannot make another analyst wait; its own next
 // query waits limits.private_query_wait at most and is refused with 57014,

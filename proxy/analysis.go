@@ -1,6 +1,20 @@
 package proxy
 
-import "github.com/dpproxy/dpproxy/rewrite"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/rewrite"
+)
+
+// Analysis: what the proxy reads from the upstream at start for the
+// analyzer (AnalyzerOptions), and the analysis of a query text, cached
+// (parsecache.go) or, for long texts, bounded in concurrency (analyze).
 
 // Analyze returns the server's analysis of sql: the statements and plans
 // its sessions would run, from the configuration and the upstream's
@@ -11,4 +25,94 @@ import "github.com/dpproxy/dpproxy/rewrite"
 // be modified. Safe for concurrent use.
 func (s *Server) Analyze(sql string) ([]*rewrite.Statement, error) {
 	return s.analyze(sql)
+}
+
+// AnalyzerOptions reads from the upstream what the analyzer needs to know
+// of it, as the proxy does at start; tests that analyse as the proxy does
+// (e2e/differential_test.go) use it too.
+func AnalyzerOptions(ctx context.Context, q querier, cfg *conf.Config) (rewrite.Options, error) {
+	// Pass-through queries read pg_class and the statistics views through
+	// masks built from the upstream's own column lists (rewrite/mask.go).
+	cols, err := catalogColumns(ctx, q)
+	if err != nil {
+		return rewrite.Options{}, fmt.Errorf("proxy: reading the upstream's catalog columns: %w", err)
+	}
+	// Every configured table's column types, for the totality table
+	// (rewrite/totality.go); the integer ones are clamped natively.
+	types, err := columnTypes(ctx, q, cfg) // consts.go
+	if err != nil {
+		return rewrite.Options{}, fmt.Errorf("proxy: reading the tables' column types: %w", err)
+	}
+	rels, err := relations(ctx, q, cfg) // relations.go
+	if err != nil {
+		return rewrite.Options{}, fmt.Errorf("proxy: reading the tables' columns and unique keys: %w", err)
+	}
+	return rewrite.Options{CatalogColumns: cols, ColumnTypes: types, Relations: rels}, nil
+}
+
+// catalogColumns reads the columns of the catalog relations the rewrite
+// masks, in order, as this upstream's PostgreSQL version has them.
+func catalogColumns(ctx context.Context, pool querier) (map[string][]rewrite.Column, error) {
+	rows, err := pool.Query(ctx, rewrite.CatalogColumnsSQL, rewrite.MaskedCatalogs())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols := map[string][]rewrite.Column{}
+	for rows.Next() {
+		var rel string
+		var c rewrite.Column
+		if err := rows.Scan(&rel, &c.Name, &c.Type); err != nil {
+			return nil, err
+		}
+		cols[rel] = append(cols[rel], c)
+	}
+	return cols, rows.Err()
+}
+
+// analyze analyses sql. Texts longer than the parse cache keeps are
+// analysed every time, and their analysis takes time and memory in
+// proportion to their tokens (up to limits.max_query_tokens): at most
+// GOMAXPROCS of them are analysed at once, so that many sessions sending
+// long texts cannot take more memory than that many analyses. The wait
+// ends with the session's statement (a cancel, the client gone) or after
+// limits.statement_timeout.
+func (ss *session) analyze(ctx context.Context, sql string) ([]*rewrite.Statement, error) {
+	if len(sql) <= parseCacheMaxText {
+		return ss.srv.analyze(sql)
+	}
+	sem := ss.srv.lim.analysis
+	select {
+	case sem <- struct{}{}:
+	default:
+		wait := time.NewTimer(ss.srv.lim.cfg.StatementTimeout)
+		defer wait.Stop()
+		select {
+		case sem <- struct{}{}:
+		case <-wait.C:
+			return nil, newError(codeCanceled, "canceling statement: the proxy was busy analysing other long queries for %v (limits.statement_timeout)", ss.srv.lim.cfg.StatementTimeout)
+		case <-ctx.Done():
+			return nil, canceledWaiting(ctx, "the analysis of other long queries")
+		}
+	}
+	defer func() { <-sem }()
+	return ss.srv.analyze(sql)
+}
+
+// refusedText is what the log may fingerprint of a refused text: nothing
+// when the guard before the parser refused it (rewrite/guard.go), since
+// fingerprinting parses the text with pg_query, which the guard keeps such
+// texts from.
+func refusedText(sql string, err error) string {
+	var re *rewrite.RejectError
+	if errors.As(err, &re) && (re.Code == rewrite.CodeTooComplex || re.Code == rewrite.CodeProgramLimit) {
+		return ""
+	}
+	return sql
+}
+
+// querier is a *pgx.Conn or a *pgxpool.Pool: what the start-up and
+// ledger-reach reads need.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }

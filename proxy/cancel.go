@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"time"
 
@@ -11,8 +13,8 @@ import (
 
 // Cancelling upstream statements. Each message a session handles runs
 // under the session's statement context (stmtContext), which a
-// CancelRequest for the session, or the watcher finding its client gone,
-// ends (cancelUpstream). Everything the message waits for then stops: a
+// CancelRequest for the session, the watcher finding its client gone, or
+// the end of the server's shutdown grace ends (cancelUpstream). Everything the message waits for then stops: a
 // wait for a private-query slot or for the analysis of long texts at once,
 // and an upstream statement through pgconn's context watcher, which for
 // the query pool sends the upstream a CancelRequest
@@ -22,19 +24,36 @@ import (
 // acts at the end of a time slot. A portal streaming from the upstream
 // (portal.go) watches the context itself.
 //
-// PostgreSQL does not notice that a client went away while a statement
-// runs: it reads nothing from the client until the statement ends, and a
-// statement that sends no rows (a count over a huge series) runs to its end
-// or its statement_timeout. The proxy's watcher looks at the client socket
-// of every session busy with one message for more than clientCheckInterval,
-// as PostgreSQL's client_connection_check_interval does (poll for
-// POLLRDHUP, clientgone_linux.go), and cancels that message's work.
+// Three things cancel a session's message, all through cancelUpstream:
+//
+//   - the client's CancelRequest, on a connection of its own
+//     (negotiate.go), found by its key (Server.cancel);
+//   - its client gone, seen by the watcher (clientgone.go);
+//   - the server's shutdown, once its grace period ends (shutdown.go).
+//
+// And three waits stop when the message's context ends: the upstream
+// query (pgconn's context watcher, cancelUpstreamOnDone; streamPortal's
+// own watch), a private-query slot (acquirePrivate, slots.go; taken
+// before the clock starts, so at once for all three) and the ledger
+// (budget calls take the context; the ledger pool's connections use
+// pgconn's default watcher, which breaks the connection, and a claim whose
+// connection broke is discarded, which frees its lock). Where the contexts
+// are built: stmtContext below, one per message until a cancel ends it;
+// a private query derives one from it until its charge (privateQuery,
+// clock.go) and one for its bounded run (privateClock.run), which only
+// its clock ends.
+//
+// Deliberately, a cancel does not act at once on a private query on its
+// clock (from privateResult's start to its end, private.go): its time
+// would tell whether the answer was ready (docs/threat-model.md, "Timing";
+// the response clock). deferCancel hands it to the clock, which stops the
+// query at the end of the slot the cancel arrived in: the bounded run is
+// cancelled upstream if it runs then, and a query that has not reached its
+// charge has its waits ended (the ledger claim among them: privateQuery,
+// clock.go) and is refused uncharged. After the charge, only the bounded
+// run is cut short; the response leaves at a slot's end either way.
 
 const (
-	// clientCheckInterval is how often the watcher looks for clients gone
-	// during a long statement: a statement goes on at most about twice
-	// this after its client left.
-	clientCheckInterval = 500 * time.Millisecond
 	// cancelDeadline is how long after a cancel the upstream has to end
 	// the statement before the connection is closed instead.
 	cancelDeadline = 2 * time.Second
@@ -62,11 +81,11 @@ func (ss *session) stmtContext() context.Context {
 	return ss.stmtCtx
 }
 
-// cancelUpstream ends what the session is doing for its current message:
-// the CancelRequest of a client, or its client gone. It is called from
-// other goroutines. A message that ended meanwhile is not affected: a
-// cancel between messages is ignored, as PostgreSQL ignores a cancel for
-// an idle backend.
+// cancelUpstream ends what the session is doing for its current message: the
+// CancelRequest of a client, its client gone, or the end of the server's
+// shutdown grace (shutdown.go). It is called from other goroutines. A
+// message that ended meanwhile is not affected: a cancel between messages is
+// ignored, as PostgreSQL ignores a cancel for an idle backend.
 func (ss *session) cancelUpstream() {
 	if ss.deferCancel() { // clock.go: a private query's cancel waits for its slot's end
 		return
@@ -94,65 +113,53 @@ func canceled(ctx context.Context, err error) error {
 	return &Error{Code: codeCanceled, Message: "canceling statement due to user request", cause: err}
 }
 
-// startWatch starts the watcher of clients gone during long statements;
-// stopWatch (in Close) ends it.
-func (s *Server) startWatch() {
-	stop := make(chan struct{})
-	s.lim.watchStop = stop
-	go s.watchClients(stop)
+// canceledWaiting is the error of a wait that a cancel or a disconnect
+// ended.
+func canceledWaiting(ctx context.Context, what string) error {
+	return &Error{Code: codeCanceled, Message: "canceling statement due to user request (while it waited for " + what + ")", cause: ctx.Err()}
 }
 
-func (s *Server) stopWatch() {
-	s.lim.watchOnce.Do(func() {
-		if s.lim.watchStop != nil {
-			close(s.lim.watchStop)
-		}
-	})
-}
+// cancelKey is the key of a session's BackendKeyData, which a
+// CancelRequest names.
+type cancelKey struct{ pid, secret uint32 }
 
-func (s *Server) watchClients(stop <-chan struct{}) {
-	t := time.NewTicker(clientCheckInterval)
-	defer t.Stop()
-	var busy []*session
+// register gives sess a fresh cancel key and counts it among the
+// sessions that Shutdown and the watcher look at.
+func (s *Server) register(sess *session) (cancelKey, error) {
+	var b [8]byte
 	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
+		if _, err := rand.Read(b[:]); err != nil {
+			return cancelKey{}, err
 		}
-		busy = busy[:0]
+		k := cancelKey{binary.BigEndian.Uint32(b[:4]), binary.BigEndian.Uint32(b[4:])}
 		s.mu.Lock()
-		for ss := range s.sessions {
-			if ss.longMessage() {
-				busy = append(busy, ss)
-			}
+		if _, taken := s.cancels[k]; !taken {
+			s.cancels[k] = sess
+			s.sessions[sess] = struct{}{}
+			s.mu.Unlock()
+			return k, nil
 		}
 		s.mu.Unlock()
-		for _, ss := range busy {
-			if clientGone(ss.client) {
-				ss.clientLeft()
-			}
-		}
 	}
 }
 
-// longMessage reports whether the session has been busy with the same
-// message since the watcher's last look (and the watcher has not cancelled
-// it yet): only then is its client's socket checked, at every tick, since a
-// client can leave at any time during a long statement.
-func (ss *session) longMessage() bool {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	long := ss.inQuery && ss.msgSeq == ss.watchSeq && ss.msgSeq != ss.goneSeq
-	ss.watchSeq = ss.msgSeq
-	return long
+func (s *Server) unregister(sess *session) {
+	s.mu.Lock()
+	delete(s.sessions, sess)
+	if sess.key != (cancelKey{}) {
+		delete(s.cancels, sess.key)
+	}
+	s.mu.Unlock()
 }
 
-// clientLeft cancels the session's message, its client gone.
-func (ss *session) clientLeft() {
-	ss.mu.Lock()
-	ss.goneSeq = ss.msgSeq
-	ss.mu.Unlock()
-	ss.log.Info("client gone during a statement: cancelling it upstream")
-	ss.cancelUpstream()
+// cancel forwards a client's CancelRequest to the upstream backend of the
+// session holding that key. Unknown keys are ignored, as PostgreSQL does.
+func (s *Server) cancel(k cancelKey) {
+	s.mu.Lock()
+	sess := s.cancels[k]
+	s.mu.Unlock()
+	if sess == nil {
+		return
+	}
+	sess.cancelUpstream()
 }

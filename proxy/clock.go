@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/dpproxy/dpproxy/rewrite"
 )
 
 // A private query's running time depends on the private rows (how many a
@@ -61,6 +63,19 @@ type privateClock struct {
 	inflight   chan struct{}      // closed when stop is done cancelling
 	stopTimer  *time.Timer        // max_query_time
 	cancelTime *time.Timer        // a client's cancel, at a slot's end
+	// before ends the query's context until its charge (privateQuery);
+	// charging is true from check on, when stop no longer ends it.
+	before   beforeCharge
+	charging bool
+}
+
+// beforeCharge is the context of a private query until its charge
+// (privateQuery): the clock ends it (cancel, with errStopped) when it stops
+// the query before then, so that the query's waits before the charge end
+// too; release waits on done, the statement's context's, instead.
+type beforeCharge struct {
+	cancel context.CancelCauseFunc
+	done   <-chan struct{}
 }
 
 // errStopped is the cause of the opaque error of a query cancelled by the
@@ -113,12 +128,19 @@ func (c *privateClock) after(t time.Time) {
 
 // release waits until the end of the slot in which the response became
 // ready (now). It acts once; later calls return at once. A session whose
-// context ends stops waiting (nobody is left to answer).
+// context ends stops waiting (nobody is left to answer); the clock's own
+// end of the context before the charge does not count (beforeCharge).
 func (c *privateClock) release(ctx context.Context) {
 	if c.released {
 		return
 	}
 	c.released = true
+	done := ctx.Done()
+	c.mu.Lock()
+	if c.before.done != nil {
+		done = c.before.done
+	}
+	c.mu.Unlock()
 	ready := time.Now()
 	if c.notBefore.After(ready) {
 		ready = c.notBefore
@@ -127,7 +149,7 @@ func (c *privateClock) release(ctx context.Context) {
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-ctx.Done():
+	case <-done:
 	}
 }
 
@@ -165,14 +187,22 @@ func (c *privateClock) run(ctx context.Context, f func(ctx context.Context) erro
 
 // check is called before the charge: a query stopped by then (a cancel, or
 // max_query_time spent waiting for another session's answer to the same
-// question) ends uncharged, as nothing private was read.
+// question) ends uncharged, as nothing private was read. From then on, a
+// stop no longer ends the query's context (beforeCharge).
 func (c *privateClock) check() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
-		return &Error{Code: codeCanceled, Message: "canceling statement due to user request or privacy.max_query_time; nothing was charged", cause: errStopped}
+		return stoppedUncharged()
 	}
+	c.charging = true
 	return nil
+}
+
+// stoppedUncharged is the error of a private query the clock stopped
+// before its charge.
+func stoppedUncharged() error {
+	return &Error{Code: codeCanceled, Message: "canceling statement due to user request or privacy.max_query_time; nothing was charged", cause: errStopped}
 }
 
 // stopRetries and stopRetry: stop sends the upstream a CancelRequest up to
@@ -186,7 +216,8 @@ const (
 	stopRetry   = 10 * time.Millisecond
 )
 
-// stop cancels the bounded query if it runs, or keeps it from starting.
+// stop cancels the bounded query if it runs, or keeps it from starting,
+// and ends what the query waits for before its charge.
 func (c *privateClock) stop() {
 	c.mu.Lock()
 	if c.stopped {
@@ -195,6 +226,9 @@ func (c *privateClock) stop() {
 	}
 	c.stopped = true
 	if !c.running {
+		if !c.charging && c.before.cancel != nil {
+			c.before.cancel(errStopped)
+		}
 		c.mu.Unlock()
 		return
 	}
@@ -237,10 +271,42 @@ func (ss *session) startClock() *privateClock {
 			ss.log.Warn("cancel request of a private query failed", "err", err)
 		}
 	})
+	c.mu.Lock()
+	c.before, ss.beforeCharge = ss.beforeCharge, beforeCharge{}
+	c.mu.Unlock()
 	ss.mu.Lock()
 	ss.clock = c
 	ss.mu.Unlock()
 	return c
+}
+
+// privateQuery answers a private query (privateResult, private.go) under
+// a context of its own until the charge, which its clock ends when it
+// stops the query before then: a cancel (a CancelRequest, the client gone,
+// the server's shutdown) at the end of the slot it arrived in, or
+// privacy.max_query_time. The query's waits before the charge (the
+// upstream's description and checks, the ledger claim that another
+// session asking the same question holds) then end too, and the query is
+// refused uncharged, as check would refuse it. From the charge on, the
+// clock stops the bounded run alone (run): a cancel does not cut the rest
+// short (deferCancel), and the response still leaves at a slot's end
+// (release).
+func (ss *session) privateQuery(ctx context.Context, st *rewrite.Statement, p *params, paramOIDs []uint32) (*result, error) {
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ss.beforeCharge = beforeCharge{cancel: cancel, done: ctx.Done()}
+	defer func() { ss.beforeCharge = beforeCharge{} }()
+	r, err := ss.privateResult(pctx, st, p, paramOIDs)
+	return r, stoppedBeforeCharge(pctx, err)
+}
+
+// stoppedBeforeCharge is err, or the refusal of a query its clock stopped
+// before the charge (whatever wait that cut short failed with).
+func stoppedBeforeCharge(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), errStopped) {
+		return stoppedUncharged()
+	}
+	return err
 }
 
 // stopClock takes the query off the clock.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -136,5 +137,60 @@ func TestClockCancelAtSlotEnd(t *testing.T) {
 	time.Sleep(q)
 	if n.Load() != 0 {
 		t.Errorf("a cancel was sent for a query that had ended")
+	}
+}
+
+// TestClockEndsWaitsBeforeCharge: a cancel that the clock takes before the
+// query's charge ends the query's context (its waits: the upstream, the
+// ledger claim) a guard before the end of its slot, not when it arrives,
+// and the query is refused uncharged; the response still leaves at the
+// slot's end. From the charge on (check), the context is left alone.
+func TestClockEndsWaitsBeforeCharge(t *testing.T) {
+	q := 100 * time.Millisecond
+	parent, endSession := context.WithCancel(context.Background())
+	defer endSession()
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	c := newClock(q, time.Minute, func() { t.Error("a cancel was sent upstream for a query not running") })
+	defer c.close()
+	c.before = beforeCharge{cancel: cancel, done: parent.Done()}
+	time.Sleep(5 * time.Millisecond)
+	c.requestCancel()
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a cancel before the charge did not end the query's waits")
+	}
+	if d := time.Since(c.start); d < q-c.guard {
+		t.Errorf("waits ended %v after the start, want not before the slot's end - guard (%v)", d, q-c.guard)
+	}
+	err := stoppedBeforeCharge(ctx, errors.New("the ledger claim's wait, cut short"))
+	if !hasCode(err, codeCanceled) || !strings.Contains(err.Error(), "nothing was charged") {
+		t.Errorf("the stopped query's error = %v, want 57014, uncharged", err)
+	}
+	if err := c.check(); !hasCode(err, codeCanceled) {
+		t.Errorf("check after the stop = %v, want 57014", err)
+	}
+	c.release(ctx) // the context the clock ended does not hurry the response
+	if d := time.Since(c.start); d < q {
+		t.Errorf("released %v after the start, before the slot's end (%v)", d, q)
+	}
+
+	// Charged: a cancel stops the bounded run only.
+	ctx2, cancel2 := context.WithCancelCause(context.Background())
+	defer cancel2(nil)
+	c2 := newClock(q, time.Minute, func() {})
+	defer c2.close()
+	c2.before = beforeCharge{cancel: cancel2, done: parent.Done()}
+	if err := c2.check(); err != nil {
+		t.Fatalf("check = %v", err)
+	}
+	c2.requestCancel()
+	time.Sleep(q + q/2)
+	if ctx2.Err() != nil {
+		t.Error("a cancel after the charge ended the query's context")
+	}
+	if err := stoppedBeforeCharge(ctx2, errors.New("x")); err == nil || err.Error() != "x" {
+		t.Errorf("stoppedBeforeCharge of a query not stopped = %v, want its own error", err)
 	}
 }

@@ -72,7 +72,7 @@ func (ss *session) parse(ctx context.Context, m *pgproto3.Parse) error {
 	if err := ss.endBatch(ctx); err != nil { // portal.go
 		return err
 	}
-	stmts, err := ss.analyze(ctx, m.Query) // limits.go
+	stmts, err := ss.analyze(ctx, m.Query) // analysis.go
 	if err != nil {
 		ss.observeRefused(refusedText(m.Query, err), err)
 		return err

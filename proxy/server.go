@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/jackc/pgx/v5"
@@ -77,8 +75,6 @@ type Server struct {
 	cancels   map[cancelKey]*session
 	upstreams map[*pgconn.PgConn]*session
 }
-
-type cancelKey struct{ pid, secret uint32 }
 
 // maxUpstreamMessage caps one message from the upstream (a row, in
 // practice): schema browsing and DP answers need far less.
@@ -212,7 +208,7 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 		s.Close()
 		return nil, fmt.Errorf("proxy: ledger: %w", err)
 	}
-	if err := s.ledgerOutOfReach(ctx); err != nil { // check.go
+	if err := s.ledgerOutOfReach(ctx); err != nil { // ledgerreach.go
 		s.Close()
 		return nil, err
 	}
@@ -222,193 +218,13 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.analyzer = rewrite.New(cfg, aopts)
-	if err := s.checkLimits(ctx); err != nil { // limits.go
+	if err := s.checkLimits(ctx); err != nil { // capacity.go
 		s.Close()
 		return nil, err
 	}
-	s.startWatch() // cancel.go
+	s.startWatch() // clientgone.go
 	return s, nil
-}
-
-// catalogColumns reads the columns of the catalog relations the rewrite
-// masks, in order, as this upstream's PostgreSQL version has them.
-// AnalyzerOptions reads from the upstream what the analyzer needs to know
-// of it, as the proxy does at start; tests that analyse as the proxy does
-// (e2e/differential_test.go) use it too.
-func AnalyzerOptions(ctx context.Context, q querier, cfg *conf.Config) (rewrite.Options, error) {
-	// Pass-through queries read pg_class and the statistics views through
-	// masks built from the upstream's own column lists (rewrite/mask.go).
-	cols, err := catalogColumns(ctx, q)
-	if err != nil {
-		return rewrite.Options{}, fmt.Errorf("proxy: reading the upstream's catalog columns: %w", err)
-	}
-	// Every configured table's column types, for the totality table
-	// (rewrite/totality.go); the integer ones are clamped natively.
-	types, err := columnTypes(ctx, q, cfg) // consts.go
-	if err != nil {
-		return rewrite.Options{}, fmt.Errorf("proxy: reading the tables' column types: %w", err)
-	}
-	rels, err := relations(ctx, q, cfg) // relations.go
-	if err != nil {
-		return rewrite.Options{}, fmt.Errorf("proxy: reading the tables' columns and unique keys: %w", err)
-	}
-	return rewrite.Options{CatalogColumns: cols, ColumnTypes: types, Relations: rels}, nil
-}
-
-func catalogColumns(ctx context.Context, pool querier) (map[string][]rewrite.Column, error) {
-	rows, err := pool.Query(ctx, rewrite.CatalogColumnsSQL, rewrite.MaskedCatalogs())
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	cols := map[string][]rewrite.Column{}
-	for rows.Next() {
-		var rel string
-		var c rewrite.Column
-		if err := rows.Scan(&rel, &c.Name, &c.Type); err != nil {
-			return nil, err
-		}
-		cols[rel] = append(cols[rel], c)
-	}
-	return cols, rows.Err()
 }
 
 // Ledger returns the server's budget ledger (for operators and tests).
 func (s *Server) Ledger() *budget.Ledger { return s.ledger }
-
-// routeNotice sends a notice raised upstream (e.g. by a pass-through
-// statement) to the client of the session holding that connection. pgconn
-// calls it on the session's own goroutine while it reads a result.
-func (s *Server) routeNotice(pc *pgconn.PgConn, n *pgconn.Notice) {
-	s.mu.Lock()
-	target := s.upstreams[pc]
-	s.mu.Unlock()
-	if target != nil {
-		target.forwardNotice(n)
-	}
-}
-
-// Serve accepts connections on ln until Shutdown or Close. It returns
-// net.ErrClosed after a shutdown, any other accept error otherwise.
-func (s *Server) Serve(ln net.Listener) error {
-	s.mu.Lock()
-	if s.closing.Load() {
-		s.mu.Unlock()
-		return net.ErrClosed
-	}
-	s.listeners[ln] = struct{}{}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.listeners, ln)
-		s.mu.Unlock()
-	}()
-	var backoff time.Duration
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			if s.closing.Load() {
-				return net.ErrClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				// Temporary failure (e.g. out of file descriptors): back off as net/http does.
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
-				time.Sleep(backoff)
-				continue
-			}
-			return err
-		}
-		backoff = 0
-		if !s.admit(conn) {
-			continue
-		}
-		sess := s.newSession(conn)
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer s.leave()
-			sess.serve()
-		}()
-	}
-}
-
-// Shutdown stops accepting, lets every running query finish, then closes
-// idle sessions with 57P01. If ctx ends first, remaining sessions are closed
-// at once and ctx.Err() is returned.
-func (s *Server) Shutdown(ctx context.Context) error {
-	s.closing.Store(true)
-	s.mu.Lock()
-	for ln := range s.listeners {
-		ln.Close()
-	}
-	for sess := range s.sessions {
-		sess.wakeForShutdown()
-	}
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		s.mu.Lock()
-		for sess := range s.sessions {
-			sess.client.Close()
-		}
-		s.mu.Unlock()
-		<-done
-		return ctx.Err()
-	}
-}
-
-// Close releases the upstream pools. Call it after Shutdown.
-func (s *Server) Close() {
-	s.stopWatch()
-	if s.pool != nil {
-		s.pool.Close()
-	}
-	if s.ledgerDB != nil {
-		s.ledgerDB.Close()
-	}
-}
-
-func (s *Server) register(sess *session) (cancelKey, error) {
-	var b [8]byte
-	for {
-		if _, err := rand.Read(b[:]); err != nil {
-			return cancelKey{}, err
-		}
-		k := cancelKey{binary.BigEndian.Uint32(b[:4]), binary.BigEndian.Uint32(b[4:])}
-		s.mu.Lock()
-		if _, taken := s.cancels[k]; !taken {
-			s.cancels[k] = sess
-			s.sessions[sess] = struct{}{}
-			s.mu.Unlock()
-			return k, nil
-		}
-		s.mu.Unlock()
-	}
-}
-
-func (s *Server) unregister(sess *session) {
-	s.mu.Lock()
-	delete(s.sessions, sess)
-	if sess.key != (cancelKey{}) {
-		delete(s.cancels, sess.key)
-	}
-	s.mu.Unlock()
-}
-
-// cancel forwards a client's CancelRequest to the upstream backend of the
-// session holding that key. Unknown keys are ignored, as PostgreSQL does.
-func (s *Server) cancel(k cancelKey) {
-	s.mu.Lock()
-	sess := s.cancels[k]
-	s.mu.Unlock()
-	if sess == nil {
-		return
-	}
-	sess.cancelUpstream()
-}
