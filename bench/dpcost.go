@@ -92,7 +92,7 @@ func measureDPCost(ctx context.Context, e *benchEnv, table string, size, rounds 
 		}
 	}
 	// The proxy raises work_mem to 64MB inside each private query's
-	// transaction (proxy/limits.go); the baselines get the same.
+	// transaction (proxy/upstream.go); the baselines get the same.
 	if _, err := direct.Exec(ctx, "SET work_mem = '64MB'"); err != nil {
 		return nil, err
 	}

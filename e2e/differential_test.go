@@ -2654,7 +2654,7 @@ func (o *diffOracle) compareTransaction(ctx context.Context, sql string, n *pg_q
 	return diffs, nil
 }
 
-// diffPostSQL is the post-processing query of proxy/release.go's postSQL
+// diffPostSQL is the post-processing query of proxy/postprocess.go's postSQL
 // (kept in step by hand) for the result columns the upstream described:
 // its values are bound as text arrays, so only the text matters here.
 func diffPostSQL(plan *rewrite.Plan, fields []pgconn.FieldDescription) (string, []uint32) {

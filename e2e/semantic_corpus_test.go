@@ -11,7 +11,7 @@ import (
 )
 
 // semanticHandWritten are the private-query golden files
-// (rewrite/testdata/ok_*.sql) adapted to the e2e dataset, the shapes of
+// (rewrite/testdata/*/ok_*.sql) adapted to the e2e dataset, the shapes of
 // issue 12 and regressions of what the semantic test found. Quantiles are
 // left out: the exponential mechanism draws from crypto/rand, not through
 // the noise.Mechanism the test-only hook replaces.

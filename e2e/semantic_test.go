@@ -490,7 +490,7 @@ func closeTo(a, b, tol float64) bool {
 //   - a released aggregate is never NULL: an empty SUM is 0, an empty AVG
 //     the middle of its bounds (mid + noisy(S − mid·C)/max(noisy C, 1)),
 //     an empty VARIANCE w²/2 and a single-value sample VARIANCE 0
-//     (releaseVariance, w the half-width of the bounds);
+//     (dp/variance.go, w the half-width of the bounds);
 //     (and an expression over such an aggregate, which post-processing
 //     computes from that number, is not NULL either);
 //   - with every key public, every combination of public values is
