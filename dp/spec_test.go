@@ -2,10 +2,11 @@ package dp
 
 import (
 	"bytes"
-	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 
 	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/noise"

@@ -5,6 +5,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -82,7 +84,7 @@ func (s *Server) admit(conn net.Conn) bool {
 		if err != nil {
 			return
 		}
-		be.Send(fatalResponse(codeTooManyConnections, "sorry, too many clients already"))
+		be.Send(fatalResponse(pgerr.TooManyConnections, "sorry, too many clients already"))
 		be.Flush()
 	}()
 	return false

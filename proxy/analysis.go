@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dpproxy/dpproxy/conf"
@@ -90,7 +92,7 @@ func (ss *session) analyze(ctx context.Context, sql string) ([]*rewrite.Statemen
 		select {
 		case sem <- struct{}{}:
 		case <-wait.C:
-			return nil, newError(codeCanceled, "canceling statement: the proxy was busy analysing other long queries for %v (limits.statement_timeout)", ss.srv.lim.cfg.StatementTimeout)
+			return nil, fail(pgerr.QueryCanceled, "canceling statement: the proxy was busy analysing other long queries for %v (limits.statement_timeout)", ss.srv.lim.cfg.StatementTimeout)
 		case <-ctx.Done():
 			return nil, canceledWaiting(ctx, "the analysis of other long queries")
 		}

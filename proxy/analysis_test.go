@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
@@ -38,7 +40,7 @@ func TestAnalysisSlots(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-	if _, err := ss.analyze(ctx, long); !hasCode(err, codeCanceled) {
+	if _, err := ss.analyze(ctx, long); !hasCode(err, pgerr.QueryCanceled) {
 		t.Errorf("a cancelled wait for an analysis slot: %v, want 57014", err)
 	}
 	<-srv.lim.analysis

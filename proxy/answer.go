@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/dpproxy/dpproxy/budget"
@@ -108,7 +110,7 @@ func (ss *session) claimAnswer(ctx context.Context, key budget.CacheKey) (*budge
 		// Never answer afresh over a stored answer we cannot read: that
 		// would draw new noise for a question already answered.
 		cl.Release()
-		return nil, nil, newError(codeInternal, "the stored answer to this question cannot be read: %v", err)
+		return nil, nil, fail(pgerr.InternalError, "the stored answer to this question cannot be read: %v", err)
 	}
 	ss.srv.answers.Add(key, a)
 	return cl, a, nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/internal/scram"
 )
@@ -18,21 +20,21 @@ func (ss *session) authenticate(name string) error {
 	cfg := ss.srv.cfg
 	user := cfg.UserByName(name)
 	fail := func(cause error) error {
-		ss.send(fatalResponse(codeAuthFailed, fmt.Sprintf("password authentication failed for user %q", name)))
+		ss.send(fatalResponse(pgerr.InvalidPassword, fmt.Sprintf("password authentication failed for user %q", name)))
 		ss.flush()
 		ss.log.Warn("authentication failed", "user", name, "reason", cause)
 		ss.srv.metrics.authFailures.Inc()
 		return errHandled
 	}
 	if name == "" {
-		ss.send(fatalResponse(codeInvalidAuthSpec, "no PostgreSQL user name specified in startup packet"))
+		ss.send(fatalResponse(pgerr.InvalidAuthSpecification, "no PostgreSQL user name specified in startup packet"))
 		ss.flush()
 		return errHandled
 	}
 	switch cfg.Auth.Method {
 	case conf.AuthTrust:
 		if user == nil {
-			ss.send(fatalResponse(codeInvalidAuthSpec, fmt.Sprintf("role %q is not an analyst of this proxy", name)))
+			ss.send(fatalResponse(pgerr.InvalidAuthSpecification, fmt.Sprintf("role %q is not an analyst of this proxy", name)))
 			ss.flush()
 			return errHandled
 		}

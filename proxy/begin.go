@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -27,7 +29,7 @@ func (ss *session) begin(params map[string]string) error {
 	}
 	if !ss.srv.lim.enterAnalyst(ss.user.Name) {
 		ss.log.Warn("connection refused: limits.max_connections_per_analyst reached", "user", ss.user.Name, "max", ss.srv.lim.cfg.MaxConnectionsPerAnalyst)
-		ss.send(fatalResponse(codeTooManyConnections, fmt.Sprintf("too many connections for analyst %q: at most %d at once (limits.max_connections_per_analyst)", ss.user.Name, ss.srv.lim.cfg.MaxConnectionsPerAnalyst)))
+		ss.send(fatalResponse(pgerr.TooManyConnections, fmt.Sprintf("too many connections for analyst %q: at most %d at once (limits.max_connections_per_analyst)", ss.user.Name, ss.srv.lim.cfg.MaxConnectionsPerAnalyst)))
 		ss.flush()
 		return errHandled
 	}
@@ -37,7 +39,7 @@ func (ss *session) begin(params map[string]string) error {
 	up, err := ss.srv.pool.Acquire(ctx)
 	if err != nil {
 		ss.log.Error("upstream unavailable", "err", err)
-		ss.send(fatalResponse(codeUpstreamDown, "dpproxy cannot reach its database"))
+		ss.send(fatalResponse(pgerr.ConnectionFailure, "dpproxy cannot reach its database"))
 		ss.flush()
 		return errHandled
 	}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
@@ -110,13 +112,13 @@ func canceled(ctx context.Context, err error) error {
 	if errors.As(err, &e) {
 		return err
 	}
-	return &Error{Code: codeCanceled, Message: "canceling statement due to user request", cause: err}
+	return &Error{Code: pgerr.QueryCanceled, Message: "canceling statement due to user request", Cause: err}
 }
 
 // canceledWaiting is the error of a wait that a cancel or a disconnect
 // ended.
 func canceledWaiting(ctx context.Context, what string) error {
-	return &Error{Code: codeCanceled, Message: "canceling statement due to user request (while it waited for " + what + ")", cause: ctx.Err()}
+	return &Error{Code: pgerr.QueryCanceled, Message: "canceling statement due to user request (while it waited for " + what + ")", Cause: ctx.Err()}
 }
 
 // cancelKey is the key of a session's BackendKeyData, which a

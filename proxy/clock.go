@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
@@ -202,7 +204,7 @@ func (c *privateClock) check() error {
 // stoppedUncharged is the error of a private query the clock stopped
 // before its charge.
 func stoppedUncharged() error {
-	return &Error{Code: codeCanceled, Message: "canceling statement due to user request or privacy.max_query_time; nothing was charged", cause: errStopped}
+	return &Error{Code: pgerr.QueryCanceled, Message: "canceling statement due to user request or privacy.max_query_time; nothing was charged", Cause: errStopped}
 }
 
 // stopRetries and stopRetry: stop sends the upstream a CancelRequest up to

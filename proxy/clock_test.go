@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // TestClockSlotEnd: a response is released at the end of the slot it became
@@ -165,10 +167,10 @@ func TestClockEndsWaitsBeforeCharge(t *testing.T) {
 		t.Errorf("waits ended %v after the start, want not before the slot's end - guard (%v)", d, q-c.guard)
 	}
 	err := stoppedBeforeCharge(ctx, errors.New("the ledger claim's wait, cut short"))
-	if !hasCode(err, codeCanceled) || !strings.Contains(err.Error(), "nothing was charged") {
+	if !hasCode(err, pgerr.QueryCanceled) || !strings.Contains(err.Error(), "nothing was charged") {
 		t.Errorf("the stopped query's error = %v, want 57014, uncharged", err)
 	}
-	if err := c.check(); !hasCode(err, codeCanceled) {
+	if err := c.check(); !hasCode(err, pgerr.QueryCanceled) {
 		t.Errorf("check after the stop = %v, want 57014", err)
 	}
 	c.release(ctx) // the context the clock ended does not hurry the response

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dpproxy/dpproxy/conf"
@@ -54,7 +56,7 @@ func (ss *session) evalConstants(ctx context.Context, plan *rewrite.Plan, p *par
 	cv := &constValues{}
 	if plan.SeedParam() > maxParams {
 		// The rewrite binds the constants and its seed after the client's parameters.
-		return nil, newError("54000", "this query over a private table would need %d parameters with its constants and seed, more than %d", plan.SeedParam(), maxParams)
+		return nil, refuse(pgerr.ProgramLimitExceeded, "this query over a private table would need %d parameters with its constants and seed, more than %d", plan.SeedParam(), maxParams)
 	}
 	if plan.ConstSQL == "" && len(plan.TypeChecks) == 0 {
 		return cv, nil
@@ -65,7 +67,7 @@ func (ss *session) evalConstants(ctx context.Context, plan *rewrite.Plan, p *par
 	}
 	n := plan.NumParams
 	if len(desc.paramOIDs) < n {
-		return nil, newError(codeProtocol, "the query has %d parameters but %d types are known", n, len(desc.paramOIDs))
+		return nil, refuse(pgerr.ProtocolViolation, "the query has %d parameters but %d types are known", n, len(desc.paramOIDs))
 	}
 	typeOf := map[int]uint32{}
 	for i := range n {
@@ -87,13 +89,13 @@ func (ss *session) evalConstants(ctx context.Context, plan *rewrite.Plan, p *par
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) {
 				// About the client's own constants, which it may see.
-				return nil, &Error{Code: pgErr.Code, Message: pgErr.Message, Detail: pgErr.Detail, cause: err,
+				return nil, &Error{Code: pgerr.Code(pgErr.Code), Message: pgErr.Message, Detail: pgErr.Detail, Cause: err,
 					Hint: "dpproxy evaluates the constant expressions of a DP query before it reads any private row; nothing was charged"}
 			}
 			return nil, err
 		}
 		if len(rows) != 1 || len(rows[0]) != len(plan.Consts) || len(fields) != len(plan.Consts) {
-			return nil, newError(codeInternal, "the constants of the query did not evaluate to one row of %d values", len(plan.Consts))
+			return nil, fail(pgerr.InternalError, "the constants of the query did not evaluate to one row of %d values", len(plan.Consts))
 		}
 		for i, c := range plan.Consts {
 			if c.Param == 0 {
@@ -101,7 +103,7 @@ func (ss *session) evalConstants(ctx context.Context, plan *rewrite.Plan, p *par
 			}
 			oid := fields[i].DataTypeOID
 			if rewrite.TypeName(oid) == "" {
-				return nil, newError(codeForbidden, "the constant %s has a type dpproxy cannot bind to a query over a private table (type oid %d)", c.SQL, oid)
+				return nil, refuse(pgerr.InsufficientPrivilege, "the constant %s has a type dpproxy cannot bind to a query over a private table (type oid %d)", c.SQL, oid)
 			}
 			cv.params = append(cv.params, c.Param)
 			cv.values = append(cv.values, rows[0][i])

@@ -3,6 +3,8 @@ package proxy
 import (
 	"fmt"
 	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // The client connection's deadlines once the session runs (its startup
@@ -46,7 +48,7 @@ func (ss *session) idleExpired() bool {
 		return false
 	}
 	ss.log.Info("idle timeout", "after", d)
-	ss.send(fatalResponse(codeIdleTimeout, fmt.Sprintf("terminating connection due to idle-session timeout (limits.idle_timeout = %v)", d)))
+	ss.send(fatalResponse(pgerr.IdleSessionTimeout, fmt.Sprintf("terminating connection due to idle-session timeout (limits.idle_timeout = %v)", d)))
 	ss.flush()
 	return true
 }

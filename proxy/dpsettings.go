@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
@@ -26,10 +28,10 @@ func (ss *session) setDP(st *rewrite.Statement) (*result, error) {
 		}
 		eps, err := strconv.ParseFloat(v, 64)
 		if err != nil || !conf.ValidEpsilon(eps) {
-			return nil, newError(codeInvalidParameter, "invalid value for dp.epsilon: %q: it must be a finite number > 0", v)
+			return nil, refuse(pgerr.InvalidParameterValue, "invalid value for dp.epsilon: %q: it must be a finite number > 0", v)
 		}
 		if eps > p.MaxEpsilonPerQuery {
-			return nil, newError(codeInvalidParameter, "dp.epsilon = %v exceeds the maximum of %v per query set by the operator (privacy.max_epsilon_per_query)", eps, p.MaxEpsilonPerQuery)
+			return nil, refuse(pgerr.InvalidParameterValue, "dp.epsilon = %v exceeds the maximum of %v per query set by the operator (privacy.max_epsilon_per_query)", eps, p.MaxEpsilonPerQuery)
 		}
 		ss.epsilon = eps
 	case "delta":
@@ -39,7 +41,7 @@ func (ss *session) setDP(st *rewrite.Statement) (*result, error) {
 		}
 		d, err := strconv.ParseFloat(v, 64)
 		if err != nil || !conf.ValidDelta(d) || d == 0 {
-			return nil, newError(codeInvalidParameter, "invalid value for dp.delta: %q: it must lie in (0, 1)", v)
+			return nil, refuse(pgerr.InvalidParameterValue, "invalid value for dp.delta: %q: it must lie in (0, 1)", v)
 		}
 		ss.delta = d
 	case "mechanism":
@@ -49,7 +51,7 @@ func (ss *session) setDP(st *rewrite.Statement) (*result, error) {
 		}
 		m := strings.ToLower(v)
 		if m != conf.Laplace && m != conf.Gaussian {
-			return nil, newError(codeInvalidParameter, "invalid value for dp.mechanism: %q: use laplace or gaussian", v)
+			return nil, refuse(pgerr.InvalidParameterValue, "invalid value for dp.mechanism: %q: use laplace or gaussian", v)
 		}
 		ss.mechanism = m
 	case "notices":
@@ -59,13 +61,13 @@ func (ss *session) setDP(st *rewrite.Statement) (*result, error) {
 		}
 		b, ok := parseBool(v)
 		if !ok {
-			return nil, newError(codeInvalidParameter, "invalid value for dp.notices: %q: use on or off", v)
+			return nil, refuse(pgerr.InvalidParameterValue, "invalid value for dp.notices: %q: use on or off", v)
 		}
 		ss.notices = b
 	case "budget":
-		return nil, newError(codeForbidden, "dp.budget cannot be set: it is kept by the ledger")
+		return nil, refuse(pgerr.InsufficientPrivilege, "dp.budget cannot be set: it is kept by the ledger")
 	default:
-		return nil, newError(codeInvalidParameter, "unrecognized configuration parameter \"dp.%s\" (known: dp.epsilon, dp.delta, dp.mechanism, dp.notices, dp.budget)", set.Name)
+		return nil, refuse(pgerr.InvalidParameterValue, "unrecognized configuration parameter \"dp.%s\" (known: dp.epsilon, dp.delta, dp.mechanism, dp.notices, dp.budget)", set.Name)
 	}
 	if set.Reset {
 		return &result{tag: "RESET"}, nil
@@ -111,7 +113,7 @@ func (ss *session) showDP(ctx context.Context, st *rewrite.Statement) (*result, 
 	case "max_epsilon_per_query":
 		cols, oids, vals = []string{"dp.max_epsilon_per_query"}, []uint32{oidText}, []string{formatNum(ss.srv.cfg.Privacy.MaxEpsilonPerQuery)}
 	default:
-		return nil, newError(codeInvalidParameter, "unrecognized configuration parameter \"dp.%s\" (known: dp.epsilon, dp.delta, dp.mechanism, dp.notices, dp.budget)", st.Setting.Name)
+		return nil, refuse(pgerr.InvalidParameterValue, "unrecognized configuration parameter \"dp.%s\" (known: dp.epsilon, dp.delta, dp.mechanism, dp.notices, dp.budget)", st.Setting.Name)
 	}
 	return textResult(cols, oids, [][]string{vals}, "SHOW"), nil
 }

@@ -2,7 +2,8 @@ package proxy
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -10,43 +11,20 @@ import (
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
-// SQLSTATE codes the proxy itself raises. The README lists them; rewrite,
-// budget and scram errors carry their own via a SQLState method.
-const (
-	codeUnsupported      = "0A000"
-	codeForbidden        = "42501"
-	codeInvalidParameter = "22023"
-	codeCanceled         = "57014"
-	codeAdminShutdown    = "57P01"
-	codeUpstreamDown     = "08006"
-	codeProtocol         = "08P01"
-	codeAuthFailed       = "28P01"
-	codeInvalidAuthSpec  = "28000"
-	codeInternal         = "XX000"
-)
+// Error is the proxy's client-safe error: pgerr's, the one error type of
+// the module (internal/pgerr), whose codes are a typed table there.
+type Error = pgerr.Error
 
-// Error is an error raised by the proxy with a SQLSTATE and a message that
-// is safe to show to the client.
-type Error struct {
-	Code    string
-	Message string
-	Detail  string
-	Hint    string
-	// cause is logged, never sent.
-	cause error
+// refuse is a refusal: the proxy declined the statement before running
+// anything private; nothing was charged.
+func refuse(code pgerr.Code, format string, args ...any) *Error {
+	return pgerr.Refuse(code, format, args...)
 }
 
-func (e *Error) Error() string {
-	if e.cause != nil {
-		return e.Message + ": " + e.cause.Error()
-	}
-	return e.Message
+// fail is a failure of the proxy or the database.
+func fail(code pgerr.Code, format string, args ...any) *Error {
+	return pgerr.Fail(code, nil, format, args...)
 }
-
-// SQLState implements the interface the error mapping looks for.
-func (e *Error) SQLState() string { return e.Code }
-
-func (e *Error) Unwrap() error { return e.cause }
 
 // privateFailed is the one error a client gets when a private query
 // fails in the database after its charge, whatever happened: a type
@@ -55,17 +33,10 @@ func (e *Error) Unwrap() error { return e.cause }
 // rows make the query slow), so the code and the text are always the
 // same; the operator's log keeps the cause.
 func privateFailed(cause error) *Error {
-	return &Error{Code: codePrivateFailed, Message: privateFailedMessage, cause: cause}
+	return &Error{Code: pgerr.InternalError, Message: privateFailedMessage, Cause: cause}
 }
 
-const (
-	codePrivateFailed    = codeInternal
-	privateFailedMessage = "the database could not complete this DP query; the charge is kept"
-)
-
-func newError(code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
-}
+const privateFailedMessage = "the database could not complete this DP query; the charge is kept"
 
 // sqlStater is implemented by every client-facing error of this module
 // (rewrite.RejectError, budget errors, scram errors, *Error).
@@ -83,7 +54,7 @@ type sqlStater interface{ SQLState() string }
 func errorResponse(err error) *pgproto3.ErrorResponse {
 	var s sqlStater
 	if !errors.As(err, &s) {
-		return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: codeInternal, Message: "internal error in dpproxy (details are in the proxy log)"}
+		return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: string(pgerr.InternalError), Message: "internal error in dpproxy (details are in the proxy log)"}
 	}
 	switch e := s.(type) {
 	case *pgconn.PgError:
@@ -97,14 +68,14 @@ func errorResponse(err error) *pgproto3.ErrorResponse {
 		return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: e.Code,
 			Message: e.Message, Detail: e.Detail, Hint: e.Hint, Position: e.Position}
 	case *Error:
-		return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: e.Code,
-			Message: e.Message, Detail: e.Detail, Hint: e.Hint}
+		return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: string(e.Code),
+			Message: e.Message, Detail: e.Detail, Hint: e.Hint, Position: e.Position}
 	}
 	// Every other error type with a SQLState keeps its Error() text safe
 	// for clients (budget.UnavailableError, for one, keeps its cause apart).
 	return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: s.SQLState(), Message: err.Error()}
 }
 
-func fatalResponse(code, msg string) *pgproto3.ErrorResponse {
-	return &pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: msg}
+func fatalResponse(code pgerr.Code, msg string) *pgproto3.ErrorResponse {
+	return &pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: string(code), Message: msg}
 }

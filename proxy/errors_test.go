@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dpproxy/dpproxy/budget"
@@ -30,7 +32,7 @@ func TestErrorResponseMapsEveryErrorType(t *testing.T) {
 		{"exhausted", &budget.ExhaustedError{Requested: budget.Charge{Epsilon: 1}}, "53400", "remaining", ""},
 		{"ledger down", &budget.UnavailableError{Err: errors.New("dial tcp 10.0.0.1: secret-host")}, "08006", "nothing was run", "secret-host"},
 		{"noise parameter", noiseErr, "22023", "", ""},
-		{"proxy error", &Error{Code: codeInternal, Message: "the database failed", cause: errors.New("value 4711 out of range")}, "XX000", "the database failed", "4711"},
+		{"proxy error", &Error{Code: pgerr.InternalError, Message: "the database failed", Cause: errors.New("value 4711 out of range")}, "XX000", "the database failed", "4711"},
 		{"pass-through upstream", &pgconn.PgError{Code: "42P01", Message: "relation does not exist"}, "42P01", "relation does not exist", ""},
 		{"internal", errors.New("index out of range: row 4711"), "XX000", "internal error", "4711"},
 	}
@@ -62,10 +64,10 @@ func TestErrorResponseMapsEveryErrorType(t *testing.T) {
 // forwarded as PostgreSQL raised it.
 func TestOutermostErrorDecides(t *testing.T) {
 	up := &pgconn.PgError{Severity: "ERROR", Code: "22007", Message: `invalid input syntax for type date: "secret-42"`, Detail: "secret detail"}
-	wrapped := &Error{Code: codeInternal, Message: "the database could not complete this DP query; the charge is kept", cause: up}
+	wrapped := &Error{Code: pgerr.InternalError, Message: "the database could not complete this DP query; the charge is kept", Cause: up}
 	for _, err := range []error{wrapped, fmt.Errorf("running: %w", wrapped)} {
 		r := errorResponse(err)
-		if r.Code != codeInternal || strings.Contains(r.Message+r.Detail+r.Hint, "secret") {
+		if r.Code != string(pgerr.InternalError) || strings.Contains(r.Message+r.Detail+r.Hint, "secret") {
 			t.Errorf("errorResponse(%v) = %s %q %q: the upstream error leaked through the proxy's", err, r.Code, r.Message, r.Detail)
 		}
 	}

@@ -3,6 +3,8 @@ package proxy
 import (
 	"context"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -59,13 +61,13 @@ func (ss *session) extendedMessage(ctx context.Context, msg pgproto3.FrontendMes
 	case *pgproto3.Close:
 		return ss.closeMessage(ctx, m)
 	}
-	return newError(codeProtocol, "unexpected message %T", msg)
+	return refuse(pgerr.ProtocolViolation, "unexpected message %T", msg)
 }
 
 func (ss *session) parse(ctx context.Context, m *pgproto3.Parse) error {
 	if m.Name != "" {
 		if _, exists := ss.statements[m.Name]; exists {
-			return newError("42P05", "prepared statement %q already exists", m.Name)
+			return refuse(pgerr.DuplicatePreparedStatement, "prepared statement %q already exists", m.Name)
 		}
 	}
 	// Preparing runs pgconn calls, which end the upstream batch.
@@ -78,14 +80,14 @@ func (ss *session) parse(ctx context.Context, m *pgproto3.Parse) error {
 		return err
 	}
 	if len(stmts) > 1 {
-		return newError("42601", "cannot insert multiple commands into a prepared statement")
+		return refuse(pgerr.SyntaxError, "cannot insert multiple commands into a prepared statement")
 	}
 	oids := append([]uint32(nil), m.ParameterOIDs...)
 	ps := &prepared{st: stmts[0], paramOIDs: oids}
 	switch ps.st.Kind {
 	case rewrite.KindPassThrough:
 		if ps.st.DropsPrepared {
-			return newError(codeUnsupported, "DISCARD ALL cannot be prepared; send it as a simple query")
+			return refuse(pgerr.FeatureNotSupported, "DISCARD ALL cannot be prepared; send it as a simple query")
 		}
 		us, err := ss.prepareUpstream(ctx, ps.st.SQL, oids)
 		if err != nil {
@@ -121,16 +123,16 @@ func (ss *session) parse(ctx context.Context, m *pgproto3.Parse) error {
 func (ss *session) bind(m *pgproto3.Bind) error {
 	ps, ok := ss.statements[m.PreparedStatement]
 	if !ok {
-		return newError("26000", "prepared statement %q does not exist", m.PreparedStatement)
+		return refuse(pgerr.InvalidSQLStatementName, "prepared statement %q does not exist", m.PreparedStatement)
 	}
 	if len(m.Parameters) != len(ps.paramOIDs) {
-		return newError(codeProtocol, "bind message supplies %d parameters, but prepared statement %q requires %d", len(m.Parameters), m.PreparedStatement, len(ps.paramOIDs))
+		return refuse(pgerr.ProtocolViolation, "bind message supplies %d parameters, but prepared statement %q requires %d", len(m.Parameters), m.PreparedStatement, len(ps.paramOIDs))
 	}
 	if n := len(m.ParameterFormatCodes); n > 1 && n != len(m.Parameters) {
-		return newError(codeProtocol, "bind message has %d parameter formats but %d parameters", n, len(m.Parameters))
+		return refuse(pgerr.ProtocolViolation, "bind message has %d parameter formats but %d parameters", n, len(m.Parameters))
 	}
 	if n := len(m.ResultFormatCodes); n > 1 && n != len(ps.fields) {
-		return newError(codeProtocol, "bind message has %d result formats but the query has %d columns", n, len(ps.fields))
+		return refuse(pgerr.ProtocolViolation, "bind message has %d result formats but the query has %d columns", n, len(ps.fields))
 	}
 	// The message is only valid until the next Receive: copy what we keep.
 	p := &params{values: make([][]byte, len(m.Parameters)), formats: make([]int16, len(m.Parameters))}
@@ -172,18 +174,18 @@ func (ss *session) describeMessage(m *pgproto3.Describe) error {
 	case 'S':
 		ps, ok := ss.statements[m.Name]
 		if !ok {
-			return newError("26000", "prepared statement %q does not exist", m.Name)
+			return refuse(pgerr.InvalidSQLStatementName, "prepared statement %q does not exist", m.Name)
 		}
 		ss.send(&pgproto3.ParameterDescription{ParameterOIDs: ps.paramOIDs})
 		ss.sendFields(ps.fields, nil)
 	case 'P':
 		pt, ok := ss.portals[m.Name]
 		if !ok {
-			return newError("34000", "portal %q does not exist", m.Name)
+			return refuse(pgerr.InvalidCursorName, "portal %q does not exist", m.Name)
 		}
 		ss.sendFields(pt.ps.fields, pt.resultFormats)
 	default:
-		return newError(codeProtocol, "invalid DESCRIBE message subtype %d", m.ObjectType)
+		return refuse(pgerr.ProtocolViolation, "invalid DESCRIBE message subtype %d", m.ObjectType)
 	}
 	return nil
 }
@@ -203,7 +205,7 @@ func (ss *session) sendFields(fields []pgproto3.FieldDescription, formats []int1
 func (ss *session) executePortal(ctx context.Context, m *pgproto3.Execute) error {
 	pt, ok := ss.portals[m.Portal]
 	if !ok {
-		return newError("34000", "portal %q does not exist", m.Portal)
+		return refuse(pgerr.InvalidCursorName, "portal %q does not exist", m.Portal)
 	}
 	max := int(m.MaxRows)
 	if pt.ps.st.ChangesSettings {
@@ -273,7 +275,7 @@ func (ss *session) closeMessage(ctx context.Context, m *pgproto3.Close) error {
 		ss.closeUpstreamPortal(ss.portals[m.Name])
 		delete(ss.portals, m.Name)
 	default:
-		return newError(codeProtocol, "invalid CLOSE message subtype %d", m.ObjectType)
+		return refuse(pgerr.ProtocolViolation, "invalid CLOSE message subtype %d", m.ObjectType)
 	}
 	ss.send(&pgproto3.CloseComplete{})
 	return nil
@@ -313,7 +315,7 @@ func (ss *session) deallocate(ctx context.Context, name string) (*result, error)
 		return &result{tag: "DEALLOCATE ALL"}, nil
 	}
 	if _, ok := ss.statements[name]; !ok {
-		return nil, newError("26000", "prepared statement %q does not exist", name)
+		return nil, refuse(pgerr.InvalidSQLStatementName, "prepared statement %q does not exist", name)
 	}
 	ss.closeStatement(ctx, name, true)
 	return &result{tag: "DEALLOCATE"}, nil
@@ -334,15 +336,15 @@ func (ss *session) convert(oid uint32, format int16, v []byte) ([]byte, error) {
 	}
 	t, ok := ss.types.TypeForOID(oid)
 	if !ok {
-		return nil, newError(codeUnsupported, "binary result format is not supported for type oid %d; request text", oid)
+		return nil, refuse(pgerr.FeatureNotSupported, "binary result format is not supported for type oid %d; request text", oid)
 	}
 	val, err := t.Codec.DecodeValue(ss.types, oid, pgtype.TextFormatCode, v)
 	if err != nil {
-		return nil, newError(codeInternal, "cannot convert a result value of type oid %d to binary", oid)
+		return nil, fail(pgerr.InternalError, "cannot convert a result value of type oid %d to binary", oid)
 	}
 	out, err := ss.types.Encode(oid, pgtype.BinaryFormatCode, val, nil)
 	if err != nil {
-		return nil, newError(codeInternal, "cannot encode a result value of type oid %d in binary", oid)
+		return nil, fail(pgerr.InternalError, "cannot encode a result value of type oid %d in binary", oid)
 	}
 	return out, nil
 }

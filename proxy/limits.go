@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/dpproxy/dpproxy/conf"
@@ -24,14 +26,6 @@ import (
 // in slots.go, the analysis of long texts in analysis.go, the statement
 // timeout of a private query in upstream.go. The guard before the parser
 // is rewrite/guard.go; cancelling upstream statements is cancel.go.
-
-// SQLSTATEs of the limits.
-const (
-	codeTooManyConnections = "53300"
-	codeProgramLimit       = "54000"
-	codeIdleTimeout        = "57P05"
-	codeInFailedTx         = "25P02"
-)
 
 // limiter is the server-wide state of the limits. It is safe for concurrent
 // use: conns is atomic, private and analysis are channels used as
@@ -98,7 +92,7 @@ func (ss *session) overLimit(ctx context.Context, msg pgproto3.FrontendMessage) 
 		return false, true
 	}
 	ss.log.Warn("query refused: limits.max_query_length", "length", n, "max", max)
-	ss.send(errorResponse(newError(codeProgramLimit, "query of %d bytes exceeds the maximum of %d (limits.max_query_length)", n, max)))
+	ss.send(errorResponse(refuse(pgerr.ProgramLimitExceeded, "query of %d bytes exceeds the maximum of %d (limits.max_query_length)", n, max)))
 	if extended {
 		if !ss.skipToSync(ctx) {
 			return true, false

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // Helpers of the tests of the limits (admission, slots, analysis, the
@@ -20,7 +22,7 @@ func waitFor(t *testing.T, cond func() bool, msg string) {
 	t.Error(msg)
 }
 
-func hasCode(err error, code string) bool {
+func hasCode(err error, code pgerr.Code) bool {
 	var s sqlStater
-	return errors.As(err, &s) && s.SQLState() == code
+	return errors.As(err, &s) && s.SQLState() == string(code)
 }

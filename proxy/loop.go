@@ -8,6 +8,8 @@ import (
 	"net"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -21,7 +23,7 @@ func (ss *session) loop() {
 	for {
 		ss.armIdle()
 		if ss.setInQuery(false) {
-			ss.send(fatalResponse(codeAdminShutdown, "terminating connection due to administrator command"))
+			ss.send(fatalResponse(pgerr.AdminShutdown, "terminating connection due to administrator command"))
 			ss.flush()
 			return
 		}
@@ -36,7 +38,7 @@ func (ss *session) loop() {
 			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				ss.log.Info("receive failed", "err", err)
-				ss.send(fatalResponse(codeProtocol, "invalid message from client: "+sanitizeProtocolError(err)))
+				ss.send(fatalResponse(pgerr.ProtocolViolation, "invalid message from client: "+sanitizeProtocolError(err)))
 				ss.flush()
 			}
 			return
@@ -70,7 +72,7 @@ func (ss *session) loop() {
 				continue
 			}
 		default:
-			ss.send(fatalResponse(codeProtocol, fmt.Sprintf("unexpected message %T", msg)))
+			ss.send(fatalResponse(pgerr.ProtocolViolation, fmt.Sprintf("unexpected message %T", msg)))
 			ss.flush()
 			return
 		}

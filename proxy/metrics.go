@@ -17,6 +17,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
@@ -223,7 +224,7 @@ func (ss *session) finish(q *queryObs, kind, fingerprint string, err error) {
 
 	level := slog.LevelInfo
 	switch {
-	case code == codeInternal:
+	case code == string(pgerr.InternalError):
 		level = slog.LevelError
 	case outcome != outcomeAnswered:
 		level = slog.LevelWarn
@@ -269,11 +270,11 @@ const (
 	outcomeFailed   = "failed"  // the database or the proxy failed
 )
 
-// classify maps a statement's error to its outcome and SQLSTATE. Refusals
-// are the classes the proxy raises on the query itself: syntax and access
-// (42), unsupported (0A), invalid parameters (22), budget (53), and wrong
-// parameter counts (08P01). Errors the database raises on pass-through
-// statements are failures whatever their class.
+// classify maps a statement's error to its outcome and SQLSTATE. A
+// refusal is decided by the error's type (pgerr.IsRefusal: the proxy
+// declined the statement before running anything private, nothing was
+// charged), never by its code's class. Errors the database raises are
+// failures whatever their class.
 func classify(err error) (outcome, code string) {
 	if err == nil {
 		return outcomeAnswered, ""
@@ -284,14 +285,12 @@ func classify(err error) (outcome, code string) {
 	}
 	var s sqlStater
 	if !errors.As(err, &s) {
-		return outcomeFailed, codeInternal
+		return outcomeFailed, string(pgerr.InternalError)
 	}
-	code = s.SQLState()
-	switch {
-	case len(code) == 5 && (code[:2] == "42" || code[:2] == "0A" || code[:2] == "22" || code[:2] == "53"), code == codeProtocol:
-		return outcomeRefused, code
+	if pgerr.IsRefusal(err) {
+		return outcomeRefused, s.SQLState()
 	}
-	return outcomeFailed, code
+	return outcomeFailed, s.SQLState()
 }
 
 // safeReason is the text of err that may be logged: the message the client

@@ -8,6 +8,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -85,12 +87,12 @@ func (ss *session) startup() error {
 	}
 	m, ok := msg.(*pgproto3.StartupMessage)
 	if !ok {
-		ss.send(fatalResponse(codeProtocol, "expected a startup message"))
+		ss.send(fatalResponse(pgerr.ProtocolViolation, "expected a startup message"))
 		ss.flush()
 		return errHandled
 	}
 	if m.ProtocolVersion != pgproto3.ProtocolVersion30 {
-		ss.send(fatalResponse(codeProtocol, fmt.Sprintf("unsupported frontend protocol %d.%d: dpproxy speaks 3.0", m.ProtocolVersion>>16, m.ProtocolVersion&0xffff)))
+		ss.send(fatalResponse(pgerr.ProtocolViolation, fmt.Sprintf("unsupported frontend protocol %d.%d: dpproxy speaks 3.0", m.ProtocolVersion>>16, m.ProtocolVersion&0xffff)))
 		ss.flush()
 		return errHandled
 	}

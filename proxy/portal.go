@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -33,7 +35,7 @@ import (
 
 // portalLost is the refusal of a portal whose upstream twin ended.
 func portalLost(name string) error {
-	return newError(codeUnsupported, "portal %q can no longer be fetched: another statement needed the upstream connection before the Sync that ends this batch, outside a transaction block; fetch a portal to its end first, or use a transaction block (BEGIN)", name)
+	return refuse(pgerr.FeatureNotSupported, "portal %q can no longer be fetched: another statement needed the upstream connection before the Sync that ends this batch, outside a transaction block; fetch a portal to its end first, or use a transaction block (BEGIN)", name)
 }
 
 // streamPortal executes the pass-through portal pt upstream, with the

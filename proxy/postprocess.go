@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -52,9 +54,9 @@ func (ss *session) postProcess(ctx context.Context, plan *rewrite.Plan, a *answe
 		if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "42")) {
 			// The post-processing query sees only released values: its
 			// data errors (division by zero, ...) reveal nothing more.
-			return nil, &Error{Code: pgErr.Code, Message: "post-processing of the noisy result failed (the privacy charge is kept): " + pgErr.Message, cause: err}
+			return nil, &Error{Code: pgerr.Code(pgErr.Code), Message: "post-processing of the noisy result failed (the privacy charge is kept): " + pgErr.Message, Cause: err}
 		}
-		return nil, &Error{Code: codeInternal, Message: "post-processing of the noisy result failed; the privacy charge is kept", cause: err}
+		return nil, &Error{Code: pgerr.InternalError, Message: "post-processing of the noisy result failed; the privacy charge is kept", Cause: err}
 	}
 	return &answer{fields: fields, rows: rows, charged: a.charged, bounds: a.bounds}, nil
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dpproxy/dpproxy/rewrite"
@@ -27,11 +29,11 @@ import (
 //     PostgreSQL folds it, is found here, uncharged.
 func (ss *session) checkAnswerable(ctx context.Context, plan *rewrite.Plan, p *params, paramOIDs []uint32, cv *constValues) error {
 	if ss.txStatus() == 'E' {
-		return &Error{Code: "25P02", Message: "current transaction is aborted, commands ignored until end of transaction block"}
+		return &Error{Code: pgerr.InFailedSQLTransaction, Refusal: true, Message: "current transaction is aborted, commands ignored until end of transaction block"}
 	}
 	n := plan.NumParams
 	if len(paramOIDs) < n {
-		return newError(codeProtocol, "the query has %d parameters but %d types are known", n, len(paramOIDs))
+		return refuse(pgerr.ProtocolViolation, "the query has %d parameters but %d types are known", n, len(paramOIDs))
 	}
 	values, formats, oids := boundParams(plan, p, paramOIDs, cv, [8]byte{}) // the client's, the constants' (consts.go), the seed
 	pc := ss.upstream.Conn().PgConn()
@@ -78,7 +80,7 @@ func (ss *session) checkAnswerable(ctx context.Context, plan *rewrite.Plan, p *p
 				return err
 			}
 			ss.log.Warn("the rewritten query does not plan upstream", "code", pgErr.Code, "err", pgErr.Message)
-			return &Error{Code: pgErr.Code, cause: err,
+			return &Error{Code: pgerr.Code(pgErr.Code), Cause: err,
 				Message: "dpproxy cannot answer this query: the database refuses to plan it (a constant that does not fit the type it is compared with, an operation on constants that fails, or a limitation of dpproxy's rewrite); nothing was charged"}
 		}
 	}

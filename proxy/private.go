@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -192,11 +194,11 @@ func checkParamCount(plan *rewrite.Plan, p *params) error {
 		nparams = len(p.values)
 	}
 	if plan.NumParams > nparams {
-		return newError("08P01", "the query has %d parameters but %d were bound", plan.NumParams, nparams)
+		return refuse(pgerr.ProtocolViolation, "the query has %d parameters but %d were bound", plan.NumParams, nparams)
 	}
 	if nparams >= maxParams {
 		// The rewrite binds its seed as one more parameter.
-		return newError("54000", "a query over a private table may bind at most %d parameters", maxParams-1)
+		return refuse(pgerr.ProgramLimitExceeded, "a query over a private table may bind at most %d parameters", maxParams-1)
 	}
 	return nil
 }
@@ -217,7 +219,7 @@ func (ss *session) describe(ctx context.Context, plan *rewrite.Plan, paramOIDs [
 		ss.srv.describes.Add(key, d)
 	}
 	if len(d.fields) != len(plan.Outputs) {
-		return nil, newError(codeInternal, "the database describes %d columns, the plan has %d", len(d.fields), len(plan.Outputs))
+		return nil, fail(pgerr.InternalError, "the database describes %d columns, the plan has %d", len(d.fields), len(plan.Outputs))
 	}
 	return d, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -94,5 +96,5 @@ func (ss *session) execute(ctx context.Context, st *rewrite.Statement, p *params
 	case rewrite.KindDeallocate:
 		return ss.deallocate(ctx, st.Deallocate)
 	}
-	return nil, newError(codeInternal, "unknown statement kind %d", st.Kind)
+	return nil, fail(pgerr.InternalError, "unknown statement kind %d", st.Kind)
 }

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/dpproxy/dpproxy/dp"
@@ -18,11 +17,11 @@ import (
 func (ss *session) releaseSpec(plan *rewrite.Plan) (*dp.Spec, error) {
 	p, err := dp.NewPrivacy(ss.mechanism, ss.epsilon, ss.delta)
 	if err != nil {
-		return nil, fromDP(err)
+		return nil, err
 	}
 	spec, err := dp.NewSpec(plan, p.WithSampler(ss.srv.sampler)) // testnoise.go
 	if err != nil {
-		return nil, fromDP(err)
+		return nil, err
 	}
 	return spec, nil
 }
@@ -35,16 +34,7 @@ func release(plan *rewrite.Plan, spec *dp.Spec, fields []pgproto3.FieldDescripti
 	}
 	a, err := spec.Release(cols, rows)
 	if err != nil {
-		return nil, fromDP(err)
+		return nil, err
 	}
 	return &answer{fields: fields, rows: a.Rows, charged: a.Charged, bounds: a.Bounds}, nil
-}
-
-// fromDP gives an error of package dp the proxy's type, with its code and
-// message; other errors (the samplers') pass unchanged.
-func fromDP(err error) error {
-	if e, ok := err.(*pgerr.Error); ok {
-		return newError(string(e.Code), "%s", e.Message)
-	}
-	return err
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // Results the proxy produces itself (everything but pass-through), and
@@ -78,7 +80,7 @@ func (ss *session) sendRowsFrom(r *result, formats []int16, offset, max int) (in
 	}
 	ss.send(&pgproto3.CommandComplete{CommandTag: []byte(r.tag)})
 	if r.notice != "" {
-		ss.send(&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: "00000", Message: r.notice})
+		ss.send(&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: string(pgerr.SuccessfulCompletion), Message: r.notice})
 	}
 	return i, nil
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -116,7 +118,7 @@ func (ss *session) serve() {
 	defer func() {
 		if r := recover(); r != nil {
 			ss.log.Error("panic in session", "panic", r, "stack", string(debug.Stack()))
-			ss.backend.Send(fatalResponse(codeInternal, "internal error in dpproxy"))
+			ss.backend.Send(fatalResponse(pgerr.InternalError, "internal error in dpproxy"))
 			ss.backend.Flush()
 		}
 		ss.close()

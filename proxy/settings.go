@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
@@ -59,7 +61,7 @@ func startupSettings(params map[string]string, timeout time.Duration) (names, va
 			case "", "false", "off", "no", "0":
 				continue
 			}
-			return nil, nil, newError(codeUnsupported, "replication connections are not supported by dpproxy")
+			return nil, nil, refuse(pgerr.FeatureNotSupported, "replication connections are not supported by dpproxy")
 		case "options":
 			opts, err := splitOptions(v)
 			if err != nil {
@@ -119,11 +121,11 @@ func splitOptions(s string) ([][2]string, error) {
 		case strings.HasPrefix(word, "--") && len(word) > 2:
 			nv = word[2:]
 		default:
-			return nil, newError(codeUnsupported, "startup option %q is not supported by dpproxy: only -c name=value settings may be given", word)
+			return nil, refuse(pgerr.FeatureNotSupported, "startup option %q is not supported by dpproxy: only -c name=value settings may be given", word)
 		}
 		name, value, ok := strings.Cut(nv, "=")
 		if !ok || name == "" {
-			return nil, newError(codeUnsupported, "startup option %q is not of the form name=value", nv)
+			return nil, refuse(pgerr.FeatureNotSupported, "startup option %q is not of the form name=value", nv)
 		}
 		// PostgreSQL reads '-' in an option's name as '_'.
 		out = append(out, [2]string{strings.ReplaceAll(name, "-", "_"), value})

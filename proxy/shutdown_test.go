@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/dpproxy/dpproxy/conf"
 )
 
@@ -55,7 +57,7 @@ func TestShutdownCancelsWaits(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Shutdown still waits for a session whose message waits for a slot")
 	}
-	if err := <-waited; !hasCode(err, codeCanceled) {
+	if err := <-waited; !hasCode(err, pgerr.QueryCanceled) {
 		t.Errorf("the wait for a slot ended with %v, want 57014", err)
 	}
 }

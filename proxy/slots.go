@@ -3,6 +3,8 @@ package proxy
 import (
 	"context"
 	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // Private-query slots: limits.max_concurrent_private_queries and its
@@ -40,7 +42,7 @@ func (l *limiter) acquirePrivate(ctx context.Context, analyst string) (release f
 	select {
 	case mine <- struct{}{}:
 	case <-wait.C:
-		return nil, newError(codeCanceled, "canceling statement: %d private queries of analyst %q are already in progress, and none ended within %v (limits.max_concurrent_private_queries_per_analyst, limits.private_query_wait)",
+		return nil, fail(pgerr.QueryCanceled, "canceling statement: %d private queries of analyst %q are already in progress, and none ended within %v (limits.max_concurrent_private_queries_per_analyst, limits.private_query_wait)",
 			cap(mine), analyst, l.cfg.PrivateQueryWait)
 	case <-ctx.Done():
 		return nil, canceledWaiting(ctx, "a private-query slot")
@@ -50,7 +52,7 @@ func (l *limiter) acquirePrivate(ctx context.Context, analyst string) (release f
 		return release, nil
 	case <-wait.C:
 		<-mine
-		return nil, newError(codeCanceled, "canceling statement: all %d private-query slots of the proxy are in use, and none came free within %v (limits.max_concurrent_private_queries, limits.private_query_wait)",
+		return nil, fail(pgerr.QueryCanceled, "canceling statement: all %d private-query slots of the proxy are in use, and none came free within %v (limits.max_concurrent_private_queries, limits.private_query_wait)",
 			cap(l.private), l.cfg.PrivateQueryWait)
 	case <-ctx.Done():
 		<-mine

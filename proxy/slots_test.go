@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/dpproxy/dpproxy/conf"
 )
 
@@ -25,7 +27,7 @@ func TestAcquirePrivate(t *testing.T) {
 		releases = append(releases, r)
 	}
 	start := time.Now()
-	if _, err := l.acquirePrivate(ctx, "a"); !hasCode(err, codeCanceled) || !strings.Contains(err.Error(), "per_analyst") {
+	if _, err := l.acquirePrivate(ctx, "a"); !hasCode(err, pgerr.QueryCanceled) || !strings.Contains(err.Error(), "per_analyst") {
 		t.Errorf("a third query of analyst a: %v, want 57014 naming the per-analyst limit", err)
 	}
 	if d := time.Since(start); d < 50*time.Millisecond {
@@ -36,13 +38,13 @@ func TestAcquirePrivate(t *testing.T) {
 		t.Fatalf("analyst b starved by a: %v", err)
 	}
 	// The server's 3 slots are in use: b's next waits for one.
-	if _, err := l.acquirePrivate(ctx, "b"); !hasCode(err, codeCanceled) || !strings.Contains(err.Error(), "max_concurrent_private_queries,") {
+	if _, err := l.acquirePrivate(ctx, "b"); !hasCode(err, pgerr.QueryCanceled) || !strings.Contains(err.Error(), "max_concurrent_private_queries,") {
 		t.Errorf("b's query with every slot taken: %v, want 57014 naming the server's limit", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	go func() { time.Sleep(10 * time.Millisecond); cancel() }()
 	l.cfg.PrivateQueryWait = time.Hour
-	if _, err := l.acquirePrivate(cctx, "b"); !hasCode(err, codeCanceled) || !strings.Contains(err.Error(), "user request") {
+	if _, err := l.acquirePrivate(cctx, "b"); !hasCode(err, pgerr.QueryCanceled) || !strings.Contains(err.Error(), "user request") {
 		t.Errorf("a cancelled wait: %v, want 57014 for the cancel", err)
 	}
 	rb()

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -58,7 +60,7 @@ func (ss *session) enterPrivate(ctx context.Context) (end func() error, err erro
 	case 'T':
 		begin, finish = "SAVEPOINT dpproxy_private", "ROLLBACK TO SAVEPOINT dpproxy_private; RELEASE SAVEPOINT dpproxy_private"
 	default:
-		return nil, newError(codeInFailedTx, "current transaction is aborted, commands ignored until end of transaction block")
+		return nil, refuse(pgerr.InFailedSQLTransaction, "current transaction is aborted, commands ignored until end of transaction block")
 	}
 	ms := ss.srv.lim.cfg.StatementTimeout.Milliseconds()
 	// privateWorkMem keeps the per-unit pre-aggregation's hash table in
@@ -72,7 +74,7 @@ func (ss *session) enterPrivate(ctx context.Context) (end func() error, err erro
 		case finish != "COMMIT" && pc.TxStatus() == 'E':
 			pc.Exec(cctx, finish).ReadAll()
 		}
-		return nil, &Error{Code: codeInternal, Message: "the database failed to start the private query; no value is shown and the privacy charge is kept", cause: err}
+		return nil, &Error{Code: pgerr.InternalError, Message: "the database failed to start the private query; no value is shown and the privacy charge is kept", Cause: err}
 	}
 	return func() error {
 		// Run even after a cancel: the session's transaction state
