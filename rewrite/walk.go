@@ -163,3 +163,32 @@ func (a *Analyzer) resolve(refs []*relRef) error {
 	}
 	return nil
 }
+
+// replaceNodes visits every Node wrapper below n (pre-order); fn may change
+// x.Node in place and returns true to skip x's children.
+func replaceNodes(n *pg_query.Node, fn func(x *pg_query.Node) bool) {
+	var visit func(m protoreflect.Message)
+	visit = func(m protoreflect.Message) {
+		if x, ok := m.Interface().(*pg_query.Node); ok && fn(x) {
+			return
+		}
+		children(m, "", visit)
+	}
+	visit(n.ProtoReflect())
+}
+
+// describe prints a node for a message: its SQL when it deparses, else its
+// type.
+func describe(n *pg_query.Node) string {
+	if s, err := deparseExpr(n); err == nil && len(s) <= 80 {
+		return s
+	}
+	if n == nil || n.Node == nil {
+		return "an empty expression"
+	}
+	m := n.ProtoReflect()
+	if fd := m.WhichOneof(m.Descriptor().Oneofs().Get(0)); fd != nil {
+		return string(fd.Message().Name())
+	}
+	return "an expression"
+}

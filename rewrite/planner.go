@@ -1,0 +1,230 @@
+package rewrite
+
+import (
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/dpproxy/dpproxy/conf"
+)
+
+// The planner of a private query: plan runs the phases in order (doc.go)
+// over one SELECT that reads a private table, and planner holds what the
+// phases learn about it.
+
+// planner holds what is known while one private query is checked.
+type planner struct {
+	a     *Analyzer
+	table *conf.Table
+	rv    *pg_query.RangeVar
+	// refName is how columns of the private table may be qualified: the
+	// alias, or the table name.
+	refName string
+	// pubs are the names (alias or table name, and schema.table when not
+	// aliased) of the public tables joined to the private table.
+	pubs map[string]bool
+	// joined is set when the FROM clause holds more than the private table.
+	joined bool
+	// rels resolves the RangeVars of the (flattened) statement.
+	rels map[*pg_query.RangeVar]*relRef
+	// quals are the join conditions, checked like WHERE.
+	quals []*pg_query.Node
+	// keys are the GROUP BY keys; keyNodes the expressions as written,
+	// keySQL the expressions to print in the rewrite (columns in
+	// arithmetic cast to numeric).
+	keys     []GroupKey
+	keyNodes []*pg_query.Node
+	keySQL   []*pg_query.Node
+	keyCols  []*colRef // plain-column keys, nil for expressions
+	// aggs are the distinct aggregates (by text); aggArgs their argument
+	// as printed (nil for count(*)); aggFilters their FILTER (nil if none).
+	aggs       []*Aggregate
+	aggArgs    []*pg_query.Node
+	aggFilters []*pg_query.Node
+	// tot collects the hoisted constants and type checks (hoist.go).
+	tot totality
+}
+
+// plan checks that sel is the supported shape of a query over one private
+// table (joined with public tables, possibly through derived tables and
+// CTEs, which are inlined) and rewrites it.
+func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error) {
+	var priv *relRef
+	for _, r := range refs {
+		if r.class == relPrivate {
+			priv = r
+			break
+		}
+	}
+	name := priv.qualified()
+	if sel == nil {
+		return nil, reject(CodeUnsupported, priv.rv.Location, "private table %s may only be read by a SELECT", name)
+	}
+	if sel.Op != pg_query.SetOperation_SETOP_NONE {
+		return nil, reject(CodeUnsupported, priv.rv.Location, "set operations (UNION, INTERSECT, EXCEPT) over private table %s are not supported: each branch would need its own budget", name)
+	}
+	orig := sel
+	flat, err := a.flatten(sel)
+	if err != nil {
+		return nil, err
+	}
+	sel = flat
+	frefs := collectRels(sel.ProtoReflect())
+	if err := a.resolve(frefs); err != nil {
+		return nil, err
+	}
+	p := &planner{a: a, pubs: map[string]bool{}, rels: map[*pg_query.RangeVar]*relRef{}}
+	p.tot.nparams = numParams(orig)
+	for _, r := range frefs {
+		p.rels[r.rv] = r
+	}
+	if err := p.fromClause(sel.FromClause); err != nil {
+		return nil, err
+	}
+	if p.rv == nil {
+		return nil, reject(CodeUnsupported, priv.rv.Location, "private table %s may only be read in the FROM clause of the query, possibly through derived tables or CTEs", name)
+	}
+	inFrom := map[*pg_query.RangeVar]bool{}
+	for _, f := range sel.FromClause {
+		walk(f.ProtoReflect(), func(m protoreflect.Message) bool {
+			if rv, ok := m.Interface().(*pg_query.RangeVar); ok {
+				inFrom[rv] = true
+			}
+			return true
+		})
+	}
+	for _, r := range frefs {
+		if inFrom[r.rv] {
+			continue
+		}
+		if r.class == relPrivate {
+			return nil, reject(CodeUnsupported, r.rv.Location, "private table %s may only be read in the FROM clause of the query: subqueries in expressions are not supported", r.qualified())
+		}
+		return nil, reject(CodeUnsupported, r.rv.Location, "relation %s cannot be read in a subquery of a query over private table %s: join it in the FROM clause", r.qualified(), name)
+	}
+	if err := p.boundedWork(sel); err != nil { // work.go, joins.go
+		return nil, err
+	}
+	switch {
+	case len(sel.DistinctClause) > 0:
+		return nil, reject(CodeUnsupported, -1, "SELECT DISTINCT over private table %s is not supported; use GROUP BY", name)
+	case len(sel.WindowClause) > 0:
+		return nil, reject(CodeUnsupported, -1, "WINDOW clauses are not supported on private table %s", name)
+	case sel.LimitOption == pg_query.LimitOption_LIMIT_OPTION_WITH_TIES:
+		return nil, reject(CodeUnsupported, -1, "FETCH ... WITH TIES is not supported on private table %s", name)
+	case len(sel.TargetList) == 0:
+		return nil, reject(CodeUnsupported, -1, "a query over private table %s must select group keys or aggregates", name)
+	}
+	if err := p.noSystemColumns(sel); err != nil {
+		return nil, err
+	}
+	plan := &Plan{Table: p.table, MaxRows: p.table.MaxRowsPerUnit, Limit: -1}
+	if err := p.groupBy(sel); err != nil {
+		return nil, err
+	}
+	for _, q := range p.quals {
+		out, _, err := p.where(q)
+		if err != nil {
+			return nil, err
+		}
+		p.tot.replaceLater(q, out)
+	}
+	if sel.WhereClause != nil {
+		out, _, err := p.where(sel.WhereClause)
+		if err != nil {
+			return nil, err
+		}
+		p.tot.replaceLater(sel.WhereClause, out)
+	}
+	if len(sel.GroupClause) == 0 && !hasAggregate(sel.TargetList) {
+		var werr error
+		walk(sel.ProtoReflect(), func(m protoreflect.Message) bool {
+			if fc, ok := m.Interface().(*pg_query.FuncCall); ok && fc.Over != nil && werr == nil {
+				_, name := funcName(fc)
+				werr = reject(CodeUnsupported, fc.Location, "window function %s(...) OVER is not supported on private tables", name)
+			}
+			return werr == nil
+		})
+		if werr != nil {
+			return nil, werr
+		}
+		for _, t := range sel.TargetList {
+			if cr := t.GetResTarget().GetVal().GetColumnRef(); cr != nil {
+				if _, err := p.column(cr); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return nil, reject(CodeForbidden, -1, "a query over private table %s without aggregates or GROUP BY would return one row per table row", name).
+			withHint("Select aggregates such as count(*), sum(col), avg(col).")
+	}
+	simple := sel.HavingClause == nil && p.simpleTargets(sel)
+	if simple {
+		if err := p.targets(sel, plan); err != nil {
+			return nil, err
+		}
+		if err := p.orderBy(sel, plan); err != nil {
+			var re *RejectError
+			if !asReject(err, &re) || re.Code == CodeForbidden || re.Code == CodeBadColumnRef {
+				return nil, err
+			}
+			simple = false
+			plan.Outputs, plan.OrderBy = nil, nil
+		}
+	}
+	if plan.Limit, err = limitValue(sel.LimitCount, "LIMIT", CodeBadLimit, -1); err != nil {
+		return nil, err
+	}
+	if plan.Offset, err = limitValue(sel.LimitOffset, "OFFSET", CodeBadOffset, 0); err != nil {
+		return nil, err
+	}
+	if simple {
+		on := &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: orig}}
+		if plan.DescribeSQL, err = deparseStmt(on); err != nil {
+			return nil, err
+		}
+		if err := faithful(on, plan.DescribeSQL); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := p.post(orig, sel, plan); err != nil {
+			return nil, err
+		}
+		on := &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: orig}}
+		if plan.OriginalSQL, err = deparseStmt(on); err != nil {
+			return nil, err
+		}
+		if err := faithful(on, plan.OriginalSQL); err != nil {
+			return nil, err
+		}
+	}
+	plan.Aggregates = p.aggs
+	plan.NumParams = numParams(orig)
+	p.bounds(plan)
+	p.tot.apply() // the checked WHERE and join conditions, constants hoisted
+	if err := p.tot.finish(plan); err != nil {
+		return nil, err
+	}
+	if plan.SQL, err = p.sql(sel, plan); err != nil {
+		return nil, err
+	}
+	plan.GroupKeys = p.keys
+	return plan, nil
+}
+
+func asReject(err error, re **RejectError) bool {
+	r, ok := err.(*RejectError)
+	*re = r
+	return ok
+}
+
+// numParams is the highest $n in the statement.
+func numParams(sel *pg_query.SelectStmt) int {
+	max := 0
+	walk(sel.ProtoReflect(), func(m protoreflect.Message) bool {
+		if pr, ok := m.Interface().(*pg_query.ParamRef); ok && int(pr.Number) > max {
+			max = int(pr.Number)
+		}
+		return true
+	})
+	return max
+}
