@@ -50,8 +50,8 @@ func (p *planner) addAggregate(fc *pg_query.FuncCall) (*Aggregate, error) {
 		return nil, err
 	}
 	for _, a := range p.aggs {
-		if a.Text == text {
-			return a, nil
+		if a.agg.Text == text {
+			return a.agg, nil
 		}
 	}
 	agg, arg, filter, err := p.aggregate(fc)
@@ -61,14 +61,12 @@ func (p *planner) addAggregate(fc *pg_query.FuncCall) (*Aggregate, error) {
 	agg.Text = text
 	if agg.Kind == AggCountDistinct {
 		for _, a := range p.aggs {
-			if a.Kind == AggCountDistinct {
+			if a.agg.Kind == AggCountDistinct {
 				return nil, reject(CodeUnsupported, fc.Location, "only one count(DISTINCT col) per query is supported on private tables (besides the privacy unit)")
 			}
 		}
 	}
-	p.aggs = append(p.aggs, agg)
-	p.aggArgs = append(p.aggArgs, arg)
-	p.aggFilters = append(p.aggFilters, filter)
+	p.aggs = append(p.aggs, plannedAgg{agg: agg, arg: arg, filter: filter})
 	return agg, nil
 }
 

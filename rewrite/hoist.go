@@ -83,11 +83,17 @@ func (p *Plan) SeedParam() int {
 // rewrite only once nothing else reads the flattened statement.
 type totality struct {
 	nparams int
-	consts  []Const
-	nodes   []*pg_query.Node // the constants' expressions, for ConstSQL
-	bySQL   map[string]int   // index into consts
+	consts  []hoisted
+	bySQL   map[string]int // index into consts
 	checks  []TypeCheck
 	later   []replacement
+}
+
+// hoisted is one hoisted constant: the Const of the plan and its
+// expression, for ConstSQL.
+type hoisted struct {
+	c    Const
+	node *pg_query.Node
 }
 
 type replacement struct{ at, with *pg_query.Node }
@@ -108,14 +114,16 @@ func (t *totality) apply() {
 
 // finish fills in the plan's constants and type checks.
 func (t *totality) finish(plan *Plan) error {
-	plan.Consts = t.consts
+	for _, h := range t.consts {
+		plan.Consts = append(plan.Consts, h.c)
+	}
 	plan.TypeChecks = t.checks
-	if len(t.nodes) == 0 {
+	if len(t.consts) == 0 {
 		return nil
 	}
 	sel := &pg_query.SelectStmt{LimitOption: pg_query.LimitOption_LIMIT_OPTION_DEFAULT, Op: pg_query.SetOperation_SETOP_NONE}
-	for _, n := range t.nodes {
-		sel.TargetList = append(sel.TargetList, pg_query.MakeResTargetNodeWithVal(proto.Clone(n).(*pg_query.Node), -1))
+	for _, h := range t.consts {
+		sel.TargetList = append(sel.TargetList, pg_query.MakeResTargetNodeWithVal(proto.Clone(h.node).(*pg_query.Node), -1))
 	}
 	sn := &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}
 	s, err := deparseStmt(sn)
@@ -151,25 +159,24 @@ func (t *totality) hoist(n *pg_query.Node, bind bool) (int, error) {
 		t.bySQL = map[string]int{}
 	}
 	if i, ok := t.bySQL[sql]; ok {
-		if bind && t.consts[i].Param == 0 {
-			t.consts[i].Param = t.nextParam()
+		if bind && t.consts[i].c.Param == 0 {
+			t.consts[i].c.Param = t.nextParam()
 		}
-		return t.consts[i].Param, nil
+		return t.consts[i].c.Param, nil
 	}
 	c := Const{SQL: sql}
 	if bind {
 		c.Param = t.nextParam()
 	}
 	t.bySQL[sql] = len(t.consts)
-	t.consts = append(t.consts, c)
-	t.nodes = append(t.nodes, n)
+	t.consts = append(t.consts, hoisted{c: c, node: n})
 	return c.Param, nil
 }
 
 func (t *totality) nextParam() int {
 	n := t.nparams
-	for _, c := range t.consts {
-		n = max(n, c.Param)
+	for _, h := range t.consts {
+		n = max(n, h.c.Param)
 	}
 	return n + 1
 }

@@ -10,15 +10,16 @@ import (
 // Phase keys: the GROUP BY keys, and the bound on how many groups one
 // unit can touch that they imply.
 
-// bounds sets MaxGroups and PartitionSelection (docs/design.md, Sensitivity).
-func (p *planner) bounds(plan *Plan) {
+// groupBounds sets MaxGroups and PartitionSelection (docs/design.md, Sensitivity).
+func (p *planner) groupBounds(plan *Plan) {
 	l0 := p.table.MaxGroupsPerUnit
 	if len(p.keys) == 0 {
 		plan.MaxGroups = 1
 		return
 	}
 	combos := int64(1)
-	for _, k := range p.keys {
+	for _, pk := range p.keys {
+		k := pk.key
 		if k.PublicValues == nil {
 			plan.PartitionSelection = true
 			plan.MaxGroups = l0
@@ -79,10 +80,7 @@ func (p *planner) groupBy(sel *pg_query.SelectStmt) error {
 		if p.mentionsUnit(node) && cr == nil {
 			return reject(CodeForbidden, -1, "GROUP BY %s is refused: an expression of the privacy unit %s could release per-person values", describe(node), p.table.PrivacyUnit)
 		}
-		p.keys = append(p.keys, k)
-		p.keyNodes = append(p.keyNodes, node)
-		p.keySQL = append(p.keySQL, out)
-		p.keyCols = append(p.keyCols, cr)
+		p.keys = append(p.keys, plannedKey{key: k, node: node, sql: out, col: cr})
 	}
 	return nil
 }
@@ -109,15 +107,15 @@ func (p *planner) keyFor(n *pg_query.Node) int {
 		if err != nil {
 			return -1
 		}
-		for i, k := range p.keyCols {
-			if k != nil && k.name == c.name && k.private == c.private {
+		for i, pk := range p.keys {
+			if k := pk.col; k != nil && k.name == c.name && k.private == c.private {
 				return i
 			}
 		}
 		return -1
 	}
-	for i, k := range p.keyNodes {
-		if sameTree(k, n) {
+	for i, k := range p.keys {
+		if sameTree(k.node, n) {
 			return i
 		}
 	}

@@ -28,20 +28,32 @@ type planner struct {
 	rels map[*pg_query.RangeVar]*relRef
 	// quals are the join conditions, checked like WHERE.
 	quals []*pg_query.Node
-	// keys are the GROUP BY keys; keyNodes the expressions as written,
-	// keySQL the expressions to print in the rewrite (columns in
-	// arithmetic cast to numeric).
-	keys     []GroupKey
-	keyNodes []*pg_query.Node
-	keySQL   []*pg_query.Node
-	keyCols  []*colRef // plain-column keys, nil for expressions
-	// aggs are the distinct aggregates (by text); aggArgs their argument
-	// as printed (nil for count(*)); aggFilters their FILTER (nil if none).
-	aggs       []*Aggregate
-	aggArgs    []*pg_query.Node
-	aggFilters []*pg_query.Node
+	// keys are the GROUP BY keys, in order.
+	keys []plannedKey
+	// aggs are the distinct aggregates (by text), in order.
+	aggs []plannedAgg
+	// width is the number of columns of the rewritten query's result
+	// (layout.go).
+	width int
 	// tot collects the hoisted constants and type checks (hoist.go).
 	tot totality
+}
+
+// plannedKey is one GROUP BY key as planned.
+type plannedKey struct {
+	key GroupKey
+	// node is the expression as written, sql the expression to print in
+	// the rewrite (columns in arithmetic cast to numeric).
+	node, sql *pg_query.Node
+	col       *colRef // a plain-column key's column, nil for an expression
+}
+
+// plannedAgg is one distinct aggregate (by text) as planned.
+type plannedAgg struct {
+	agg *Aggregate
+	// arg is its argument as printed (nil for count(*)); filter its
+	// FILTER (nil if none).
+	arg, filter *pg_query.Node
 }
 
 // plan checks that sel is the supported shape of a query over one private
@@ -197,17 +209,24 @@ func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error)
 			return nil, err
 		}
 	}
-	plan.Aggregates = p.aggs
+	for _, a := range p.aggs {
+		plan.Aggregates = append(plan.Aggregates, a.agg)
+	}
 	plan.NumParams = numParams(orig)
-	p.bounds(plan)
+	p.groupBounds(plan)
 	p.tot.apply() // the checked WHERE and join conditions, constants hoisted
 	if err := p.tot.finish(plan); err != nil {
+		return nil, err
+	}
+	if err := p.layout(plan); err != nil {
 		return nil, err
 	}
 	if plan.SQL, err = p.sql(sel, plan); err != nil {
 		return nil, err
 	}
-	plan.GroupKeys = p.keys
+	for _, k := range p.keys {
+		plan.GroupKeys = append(plan.GroupKeys, k.key)
+	}
 	return plan, nil
 }
 

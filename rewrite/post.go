@@ -58,19 +58,19 @@ func (p *planner) post(orig, sel *pg_query.SelectStmt, plan *Plan) error {
 		plan.Outputs = append(plan.Outputs, Output{GroupKey: i})
 	}
 	for _, a := range p.aggs {
-		plan.Outputs = append(plan.Outputs, Output{GroupKey: -1, Agg: a})
+		plan.Outputs = append(plan.Outputs, Output{GroupKey: -1, Agg: a.agg})
 	}
 	// The intermediate statement: keys and aggregates, for their types.
 	mid := proto.Clone(sel).(*pg_query.SelectStmt)
 	mid.TargetList, mid.GroupClause = nil, nil
-	for _, k := range p.keyNodes {
-		mid.TargetList = append(mid.TargetList, pg_query.MakeResTargetNodeWithVal(proto.Clone(k).(*pg_query.Node), -1))
-		mid.GroupClause = append(mid.GroupClause, proto.Clone(k).(*pg_query.Node))
+	for _, k := range p.keys {
+		mid.TargetList = append(mid.TargetList, pg_query.MakeResTargetNodeWithVal(proto.Clone(k.node).(*pg_query.Node), -1))
+		mid.GroupClause = append(mid.GroupClause, proto.Clone(k.node).(*pg_query.Node))
 	}
 	for _, a := range p.aggs {
-		tree, perr := pg_query.Parse("SELECT " + a.Text)
+		tree, perr := pg_query.Parse("SELECT " + a.agg.Text)
 		if perr != nil {
-			return reject(CodeUnsupported, -1, "aggregate %s cannot be rewritten", a.Text)
+			return reject(CodeUnsupported, -1, "aggregate %s cannot be rewritten", a.agg.Text)
 		}
 		mid.TargetList = append(mid.TargetList, tree.Stmts[0].Stmt.GetSelectStmt().TargetList[0])
 	}
@@ -103,7 +103,7 @@ func (p *planner) post(orig, sel *pg_query.SelectStmt, plan *Plan) error {
 					return true
 				}
 				for i, a := range p.aggs {
-					if a == agg {
+					if a.agg == agg {
 						x.Node = dpCol(nk + i).Node
 					}
 				}

@@ -65,8 +65,8 @@ func (p *planner) fromSQL(items []*pg_query.Node) (string, error) {
 	return out, nil
 }
 
-// sql writes the rewritten query (docs/design.md, "The rewrite template")
-// and fills in the result column indexes of the plan.
+// sql writes the rewritten query (docs/design.md, "The rewrite template"),
+// each part of the result in the column the layout gave it (layout.go).
 func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 	unit, err := quoteIdent(p.table.PrivacyUnit)
 	if err != nil {
@@ -88,12 +88,11 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 
 	var distinct *pg_query.Node // the argument of count(DISTINCT col)
 	var distinctFilter *pg_query.Node
-	for i, a := range p.aggs {
-		if a.Kind == AggCountDistinct {
-			distinct, distinctFilter = p.aggArgs[i], p.aggFilters[i]
+	for _, a := range p.aggs {
+		if a.agg.Kind == AggCountDistinct {
+			distinct, distinctFilter = a.arg, a.filter
 		}
 	}
-	plan.DistinctValues = distinct != nil
 
 	keyCols := make([]string, len(p.keys))
 	var inner, innerGroup []string
@@ -107,17 +106,12 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 		}
 		where = append(where, w)
 	}
-	for i := range p.keys {
-		e, err := parenExpr(p.keySQL[i])
-		if err != nil {
-			return "", err
-		}
-		keyCols[i] = "g" + strconv.Itoa(i)
+	for i, k := range p.keys {
+		e := k.key.Expr
+		keyCols[i] = "g" + strconv.Itoa(k.key.ResultCol)
 		inner = append(inner, e+" AS "+keyCols[i])
 		innerGroup = append(innerGroup, e)
-		p.keys[i].ResultCol = i
-		p.keys[i].Expr = e
-		if pv := p.keys[i].PublicValues; pv != nil {
+		if pv := k.key.PublicValues; pv != nil {
 			lits := make([]string, len(pv))
 			for j, v := range pv {
 				lits[j] = quoteLiteral(v)
@@ -145,32 +139,29 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 	} else {
 		inner = append(inner, "count(*) AS dp_n")
 	}
-	plan.UnitsCol = len(p.keys)
 	perUnit := []string{} // per-unit components carried to the outer query
-	var outer []string
-	outer = append(outer, keyCols...)
+	// outer is the result, one column per index of the layout.
+	outer := make([]string, p.width)
+	copy(outer, keyCols)
 	if distinct != nil {
-		outer = append(outer, "count(DISTINCT dp_u) AS dp_units")
+		outer[plan.UnitsCol] = "count(DISTINCT dp_u) AS dp_units"
 	} else {
-		outer = append(outer, "count(*) AS dp_units")
+		outer[plan.UnitsCol] = "count(*) AS dp_units"
 	}
-	next := len(p.keys) + 1
-	comp := func(expr string) int {
-		col := next
-		outer = append(outer, fmt.Sprintf("%s AS a%d", expr, col-len(p.keys)-1))
-		next++
-		return col
+	put := func(col int, expr string) {
+		outer[col] = fmt.Sprintf("%s AS a%d", expr, col-len(p.keys)-1)
 	}
 	scaled := func(c string) string { return "sum(" + c + " * least(1, " + r + "::numeric / dp_n))" }
-	for i, agg := range p.aggs {
+	for i, pa := range p.aggs {
+		agg := pa.agg
 		var col string
-		if arg := p.aggArgs[i]; arg != nil {
+		if arg := pa.arg; arg != nil {
 			if col, err = deparseExpr(arg); err != nil {
 				return "", err
 			}
 		}
 		filter := ""
-		if f := p.aggFilters[i]; f != nil {
+		if f := pa.filter; f != nil {
 			fs, err := deparseExpr(f)
 			if err != nil {
 				return "", err
@@ -183,59 +174,59 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 		// quantiles bucket the value, which must not overflow or change
 		// type).
 		v := nullSafeSQL(col, fmt.Sprintf("least(greatest((%s)::numeric, %s), %s)", col, numLit(agg.Lower), numLit(agg.Upper)))
-		vSum := nullSafeSQL(col, fmt.Sprintf("least(greatest((%s)%s, %s), %s)", col, p.clampCast(p.aggArgs[i]), numLit(agg.Lower), numLit(agg.Upper)))
+		vSum := nullSafeSQL(col, fmt.Sprintf("least(greatest((%s)%s, %s), %s)", col, p.clampCast(pa.arg), numLit(agg.Lower), numLit(agg.Upper)))
 		switch agg.Kind {
 		case AggCount:
 			switch {
-			case p.aggArgs[i] == nil && filter == "" && distinct == nil:
-				agg.CountCol = comp("sum(least(dp_n, " + r + "))")
-			case p.aggArgs[i] == nil:
+			case pa.arg == nil && filter == "" && distinct == nil:
+				put(agg.CountCol, "sum(least(dp_n, "+r+"))")
+			case pa.arg == nil:
 				inner = append(inner, "count(*)"+filter+" AS "+c)
 				perUnit = append(perUnit, c)
-				agg.CountCol = comp(scaled(c))
+				put(agg.CountCol, scaled(c))
 			default:
 				inner = append(inner, "count("+col+")"+filter+" AS "+c)
 				perUnit = append(perUnit, c)
-				agg.CountCol = comp(scaled(c))
+				put(agg.CountCol, scaled(c))
 			}
 		case AggCountDistinctUnit:
 			switch {
 			case filter != "":
 				inner = append(inner, "count(*)"+filter+" AS "+c)
 				perUnit = append(perUnit, c)
-				agg.CountCol = comp("count(DISTINCT dp_u) FILTER (WHERE " + c + " > 0)")
+				put(agg.CountCol, "count(DISTINCT dp_u) FILTER (WHERE "+c+" > 0)")
 			case distinct != nil:
-				agg.CountCol = comp("count(DISTINCT dp_u)")
+				put(agg.CountCol, "count(DISTINCT dp_u)")
 			default:
-				agg.CountCol = comp("count(dp_u)")
+				put(agg.CountCol, "count(dp_u)")
 			}
 		case AggCountDistinct:
 			cond := "dp_v IS NOT NULL AND dp_vrank <= " + intLit(agg.MaxDistinct)
 			if filter != "" {
 				cond += " AND dp_vf > 0"
 			}
-			agg.CountCol = comp("count(DISTINCT dp_v) FILTER (WHERE " + cond + ")")
+			put(agg.CountCol, "count(DISTINCT dp_v) FILTER (WHERE "+cond+")")
 		case AggSum:
 			inner = append(inner, "sum("+vSum+")"+filter+" AS "+s)
 			perUnit = append(perUnit, s)
-			agg.SumCol = comp(scaled(s))
+			put(agg.SumCol, scaled(s))
 		case AggAvg:
 			inner = append(inner, "sum("+vSum+")"+filter+" AS "+s, "count("+col+")"+filter+" AS "+c)
 			perUnit = append(perUnit, s, c)
-			agg.SumCol = comp(scaled(s))
-			agg.CountCol = comp(scaled(c))
+			put(agg.SumCol, scaled(s))
+			put(agg.CountCol, scaled(c))
 		case AggVariance:
 			mid := numLit((agg.Lower + agg.Upper) / 2)
 			d := "(" + v + " - " + mid + ")"
 			inner = append(inner, "count("+col+")"+filter+" AS "+c, "sum"+d+filter+" AS "+s, "sum("+d+" * "+d+")"+filter+" AS "+q)
 			perUnit = append(perUnit, c, s, q)
-			agg.CountCol = comp(scaled(c))
-			agg.SumCol = comp(scaled(s))
-			agg.SumSqCol = comp(scaled(q))
+			put(agg.CountCol, scaled(c))
+			put(agg.SumCol, scaled(s))
+			put(agg.SumSqCol, scaled(q))
 		case AggQuantile:
 			wb := fmt.Sprintf("least(width_bucket(%s, %s, %s, %d), %d)", v, numLit(agg.Lower), numLit(agg.Upper), agg.Buckets, agg.Buckets)
 			f := ""
-			if fl := p.aggFilters[i]; fl != nil {
+			if fl := pa.filter; fl != nil {
 				fs, _ := deparseExpr(fl)
 				f = "(" + fs + ") AND "
 			}
@@ -246,7 +237,13 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 				perUnit = append(perUnit, h)
 				cells = append(cells, scaled(h))
 			}
-			agg.HistCol = comp("ARRAY[" + strings.Join(cells, ", ") + "]")
+			put(agg.HistCol, "ARRAY["+strings.Join(cells, ", ")+"]")
+		}
+	}
+
+	for col, c := range outer {
+		if c == "" {
+			return "", fmt.Errorf("rewrite: result column %d has no part (layout.go and template.go disagree)", col)
 		}
 	}
 
