@@ -10,22 +10,6 @@ import (
 // Phase aggregates: which aggregate each call is (Aggregate.Kind), with
 // its argument, FILTER and clamping bounds.
 
-// knownAggregates are aggregates of PostgreSQL that are not supported on
-// private tables: they get a 0A000 rather than a 42501.
-var knownAggregates = map[string]bool{
-	"min": true, "max": true, "mode": true,
-	"array_agg": true, "string_agg": true, "bool_and": true, "bool_or": true, "every": true,
-	"bit_and": true, "bit_or": true, "json_agg": true, "jsonb_agg": true, "corr": true, "covar_pop": true,
-	"covar_samp": true, "regr_count": true, "median": true, "json_object_agg": true, "xmlagg": true,
-}
-
-// dpAggregates are the aggregates the rewrite bounds.
-var dpAggregates = map[string]bool{
-	"count": true, "sum": true, "avg": true,
-	"variance": true, "var_samp": true, "var_pop": true, "stddev": true, "stddev_samp": true, "stddev_pop": true,
-	"percentile_cont": true, "percentile_disc": true,
-}
-
 // quantileBuckets is the number of equal buckets of [lower, upper] a
 // quantile's histogram has: the released quantile is drawn uniformly
 // within the chosen bucket, so its error from bucketing alone is at most

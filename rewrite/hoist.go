@@ -326,47 +326,6 @@ func typeNameString(t *pg_query.TypeName) string {
 	return s
 }
 
-// constFuncs may be evaluated when a constant is hoisted: they have no
-// side effect, read no table, sequence, file or setting (but the session's
-// time zone and date style, as any date input does), and use memory
-// bounded by their arguments' size (so repeat, lpad and rpad are not here)
-// and time bounded by it (so no regular expression: substring(x FROM
-// pattern) is not here, substr is).
-var constFuncs = map[string]bool{
-	// date and time
-	"now": true, "transaction_timestamp": true, "statement_timestamp": true, "clock_timestamp": true,
-	"to_date": true, "to_timestamp": true, "to_char": true, "to_number": true,
-	"make_date": true, "make_time": true, "make_timestamp": true, "make_timestamptz": true, "make_interval": true,
-	"date_trunc": true, "date_part": true, "extract": true, "date_bin": true, "age": true, "isfinite": true,
-	"justify_days": true, "justify_hours": true, "justify_interval": true, "timezone": true,
-	// strings
-	"lower": true, "upper": true, "initcap": true, "length": true, "char_length": true, "character_length": true,
-	"substr": true, "left": true, "right": true, "btrim": true, "ltrim": true, "rtrim": true,
-	"concat": true, "concat_ws": true, "replace": true, "split_part": true, "strpos": true, "position": true,
-	// numbers
-	"abs": true, "round": true, "trunc": true, "floor": true, "ceil": true, "ceiling": true, "sign": true,
-	"mod": true, "div": true, "sqrt": true, "cbrt": true, "power": true, "pow": true, "exp": true, "ln": true,
-	"log": true, "log10": true,
-}
-
-// constOps are the operators a hoisted constant may use.
-var constOps = map[string]bool{
-	"+": true, "-": true, "*": true, "/": true, "%": true, "^": true, "||": true,
-	"=": true, "<>": true, "!=": true, "<": true, ">": true, "<=": true, ">=": true,
-	"~~": true, "!~~": true, "~~*": true, "!~~*": true,
-}
-
-// constSQLValueFunctions are the SQL-standard date/time functions written
-// without parentheses (CURRENT_DATE, ...). CURRENT_USER and its kin would
-// name the upstream role: refused.
-var constSQLValueFunctions = map[pg_query.SQLValueFunctionOp]bool{
-	pg_query.SQLValueFunctionOp_SVFOP_CURRENT_DATE: true, pg_query.SQLValueFunctionOp_SVFOP_CURRENT_TIME: true,
-	pg_query.SQLValueFunctionOp_SVFOP_CURRENT_TIME_N: true, pg_query.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP: true,
-	pg_query.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP_N: true, pg_query.SQLValueFunctionOp_SVFOP_LOCALTIME: true,
-	pg_query.SQLValueFunctionOp_SVFOP_LOCALTIME_N: true, pg_query.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP: true,
-	pg_query.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP_N: true,
-}
-
 // constCheck checks that a constant expression uses only what may be
 // evaluated before the query runs (constFuncs, constOps, casts to the
 // table's types) and returns n.

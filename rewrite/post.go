@@ -12,15 +12,6 @@ import (
 // Phase post-processing: outputs, HAVING and ORDER BY that compute on
 // aggregates, run by the proxy over the released (noisy) values only.
 
-// postFuncs may be applied to noisy outputs (post-processing): they see
-// only released values.
-var postFuncs = map[string]bool{
-	"round": true, "trunc": true, "abs": true, "ceil": true, "ceiling": true, "floor": true, "sign": true,
-	"sqrt": true, "cbrt": true, "power": true, "pow": true, "exp": true, "ln": true, "log": true, "log10": true,
-	"to_char": true, "lower": true, "upper": true, "concat": true, "length": true, "date_trunc": true,
-	"date_part": true, "extract": true, "div": true, "mod": true,
-}
-
 // post builds the post-processing of a query whose outputs, HAVING or
 // ORDER BY compute on aggregates: the rewrite releases every group key and
 // every aggregate (Outputs), and Plan.Post computes the original select

@@ -22,14 +22,6 @@ func aExprKindName(k pg_query.A_Expr_Kind) string {
 	return k.String()
 }
 
-// Operators of conditions on a private table.
-var (
-	comparisonOps = map[string]bool{"=": true, "<>": true, "!=": true, "<": true, ">": true, "<=": true, ">=": true}
-	likeOps       = map[string]bool{"~~": true, "!~~": true, "~~*": true, "!~~*": true}
-	arithmeticOps = map[string]bool{"+": true, "-": true, "*": true, "/": true, "%": true, "^": true}
-	regexOps      = map[string]bool{"~": true, "~*": true, "!~": true, "!~*": true}
-)
-
 // pred checks a condition. Only conditions that cannot fail for any row
 // are allowed: comparisons of total values (comparable), IN, BETWEEN, IS
 // [NOT] DISTINCT FROM, IS [NOT] NULL, boolean tests and LIKE with a

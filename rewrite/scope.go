@@ -11,11 +11,6 @@ import (
 // public tables only) and which relation and column each column
 // reference names, with its type.
 
-// systemColumns identify individual rows (or reveal physical layout).
-var systemColumns = map[string]bool{
-	"ctid": true, "xmin": true, "xmax": true, "cmin": true, "cmax": true, "tableoid": true, "oid": true,
-}
-
 // colRef is a resolved column reference.
 type colRef struct {
 	name    string

@@ -121,7 +121,7 @@ func relCTEIf(rv *pg_query.RangeVar, scope []string) relClass {
 }
 
 // resolve classifies every reference, refusing catalog relations that are
-// not on the allowlist (catalogs.go), cross-database names and tables that
+// not on the allowlist (allowlists.go), cross-database names and tables that
 // are not configured.
 func (a *Analyzer) resolve(refs []*relRef) error {
 	for _, r := range refs {
@@ -142,7 +142,7 @@ func (a *Analyzer) resolve(refs []*relRef) error {
 		}
 		switch r.schema {
 		case "pg_catalog", "information_schema":
-			// Only the relations on the allowlist of catalogs.go.
+			// Only the relations on the allowlist of allowlists.go.
 			if why := catalogRefusal(r.schema, r.name); why != "" {
 				return reject(CodeForbidden, rv.Location, "reading %s is refused: %s", r.qualified(), why)
 			}
