@@ -83,183 +83,226 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r := intLit(p.table.MaxRowsPerUnit)
-	seed := "$" + strconv.Itoa(plan.SeedParam()) + "::bigint"
-
-	var distinct *pg_query.Node // the argument of count(DISTINCT col)
-	var distinctFilter *pg_query.Node
+	t := &template{p: p, r: intLit(p.table.MaxRowsPerUnit), seed: "$" + strconv.Itoa(plan.SeedParam()) + "::bigint"}
 	for _, a := range p.aggs {
 		if a.agg.Kind == AggCountDistinct {
-			distinct, distinctFilter = a.arg, a.filter
+			t.distinct, t.distinctFilter = a.arg, a.filter
 		}
 	}
-
-	keyCols := make([]string, len(p.keys))
-	var inner, innerGroup []string
-	inner = append(inner, unit+" AS dp_u")
-	innerGroup = append(innerGroup, unit)
-	var where []string
-	if sel.WhereClause != nil {
-		w, err := parenExpr(sel.WhereClause)
-		if err != nil {
+	if err := t.perUnit(unit, sel.WhereClause); err != nil {
+		return "", err
+	}
+	// outer is the result, one column per index of the layout.
+	t.outer = make([]string, p.width)
+	copy(t.outer, t.keyCols)
+	if t.distinct != nil {
+		t.outer[plan.UnitsCol] = "count(DISTINCT dp_u) AS dp_units"
+	} else {
+		t.outer[plan.UnitsCol] = "count(*) AS dp_units"
+	}
+	for i, pa := range p.aggs {
+		if err := t.aggregate(i, pa); err != nil {
 			return "", err
 		}
-		where = append(where, w)
 	}
-	for i, k := range p.keys {
+	for col, c := range t.outer {
+		if c == "" {
+			return "", fmt.Errorf("rewrite: result column %d has no part (layout.go and template.go disagree)", col)
+		}
+	}
+	return t.assemble(from), nil
+}
+
+// template is the rewritten query while it is printed: the lists of its
+// levels, the per-unit pre-aggregation (inner), the ranking of each
+// unit's groups (assemble) and the result (outer).
+type template struct {
+	p    *planner
+	r    string // max_rows_per_unit, as a literal
+	seed string // the seed parameter, as $n::bigint
+	// distinct is the argument of count(DISTINCT col), distinctFilter its
+	// FILTER; nil when there is none.
+	distinct, distinctFilter *pg_query.Node
+	keyCols                  []string // g0, g1, ...
+	inner, innerGroup, where []string
+	perUnits                 []string // per-unit components carried to the outer query
+	outer                    []string
+}
+
+// perUnit starts the per-unit pre-aggregation: the unit, the keys and
+// the unit's number of rows, grouped by unit and keys, over the rows that
+// pass WHERE and whose keys are among their public values.
+func (t *template) perUnit(unit string, whereClause *pg_query.Node) error {
+	t.keyCols = make([]string, len(t.p.keys))
+	t.inner = append(t.inner, unit+" AS dp_u")
+	t.innerGroup = append(t.innerGroup, unit)
+	if whereClause != nil {
+		w, err := parenExpr(whereClause)
+		if err != nil {
+			return err
+		}
+		t.where = append(t.where, w)
+	}
+	for i, k := range t.p.keys {
 		e := k.key.Expr
-		keyCols[i] = "g" + strconv.Itoa(k.key.ResultCol)
-		inner = append(inner, e+" AS "+keyCols[i])
-		innerGroup = append(innerGroup, e)
+		t.keyCols[i] = "g" + strconv.Itoa(k.key.ResultCol)
+		t.inner = append(t.inner, e+" AS "+t.keyCols[i])
+		t.innerGroup = append(t.innerGroup, e)
 		if pv := k.key.PublicValues; pv != nil {
 			lits := make([]string, len(pv))
 			for j, v := range pv {
 				lits[j] = quoteLiteral(v)
 			}
-			where = append(where, e+"::text IN ("+strings.Join(lits, ", ")+")")
+			t.where = append(t.where, e+"::text IN ("+strings.Join(lits, ", ")+")")
 		}
 	}
 	// dp_n is the unit's number of rows in the group; in the distinct
 	// template the innermost rows are per value (dp_nv), and dp_n is their
 	// window sum per (unit, group).
-	if distinct != nil {
-		e, err := parenExpr(distinct)
+	if t.distinct != nil {
+		e, err := parenExpr(t.distinct)
 		if err != nil {
-			return "", err
+			return err
 		}
-		inner = append(inner, e+" AS dp_v", "count(*) AS dp_nv")
-		innerGroup = append(innerGroup, e)
-		if distinctFilter != nil {
-			f, err := deparseExpr(distinctFilter)
+		t.inner = append(t.inner, e+" AS dp_v", "count(*) AS dp_nv")
+		t.innerGroup = append(t.innerGroup, e)
+		if t.distinctFilter != nil {
+			f, err := deparseExpr(t.distinctFilter)
 			if err != nil {
-				return "", err
+				return err
 			}
-			inner = append(inner, "count(*) FILTER (WHERE "+f+") AS dp_vf")
+			t.inner = append(t.inner, "count(*) FILTER (WHERE "+f+") AS dp_vf")
 		}
 	} else {
-		inner = append(inner, "count(*) AS dp_n")
+		t.inner = append(t.inner, "count(*) AS dp_n")
 	}
-	perUnit := []string{} // per-unit components carried to the outer query
-	// outer is the result, one column per index of the layout.
-	outer := make([]string, p.width)
-	copy(outer, keyCols)
-	if distinct != nil {
-		outer[plan.UnitsCol] = "count(DISTINCT dp_u) AS dp_units"
-	} else {
-		outer[plan.UnitsCol] = "count(*) AS dp_units"
-	}
-	put := func(col int, expr string) {
-		outer[col] = fmt.Sprintf("%s AS a%d", expr, col-len(p.keys)-1)
-	}
-	scaled := func(c string) string { return "sum(" + c + " * least(1, " + r + "::numeric / dp_n))" }
-	for i, pa := range p.aggs {
-		agg := pa.agg
-		var col string
-		if arg := pa.arg; arg != nil {
-			if col, err = deparseExpr(arg); err != nil {
-				return "", err
-			}
-		}
-		filter := ""
-		if f := pa.filter; f != nil {
-			fs, err := deparseExpr(f)
-			if err != nil {
-				return "", err
-			}
-			filter = " FILTER (WHERE " + fs + ")"
-		}
-		s, c, q := "s"+strconv.Itoa(i), "c"+strconv.Itoa(i), "q"+strconv.Itoa(i)
-		// v is the clamped argument as numeric; vSum may skip the cast for
-		// an integer column (SUM and AVG only: variance squares and
-		// quantiles bucket the value, which must not overflow or change
-		// type).
-		v := nullSafeSQL(col, fmt.Sprintf("least(greatest((%s)::numeric, %s), %s)", col, numLit(agg.Lower), numLit(agg.Upper)))
-		vSum := nullSafeSQL(col, fmt.Sprintf("least(greatest((%s)%s, %s), %s)", col, p.clampCast(pa.arg), numLit(agg.Lower), numLit(agg.Upper)))
-		switch agg.Kind {
-		case AggCount:
-			switch {
-			case pa.arg == nil && filter == "" && distinct == nil:
-				put(agg.CountCol, "sum(least(dp_n, "+r+"))")
-			case pa.arg == nil:
-				inner = append(inner, "count(*)"+filter+" AS "+c)
-				perUnit = append(perUnit, c)
-				put(agg.CountCol, scaled(c))
-			default:
-				inner = append(inner, "count("+col+")"+filter+" AS "+c)
-				perUnit = append(perUnit, c)
-				put(agg.CountCol, scaled(c))
-			}
-		case AggCountDistinctUnit:
-			switch {
-			case filter != "":
-				inner = append(inner, "count(*)"+filter+" AS "+c)
-				perUnit = append(perUnit, c)
-				put(agg.CountCol, "count(DISTINCT dp_u) FILTER (WHERE "+c+" > 0)")
-			case distinct != nil:
-				put(agg.CountCol, "count(DISTINCT dp_u)")
-			default:
-				put(agg.CountCol, "count(dp_u)")
-			}
-		case AggCountDistinct:
-			cond := "dp_v IS NOT NULL AND dp_vrank <= " + intLit(agg.MaxDistinct)
-			if filter != "" {
-				cond += " AND dp_vf > 0"
-			}
-			put(agg.CountCol, "count(DISTINCT dp_v) FILTER (WHERE "+cond+")")
-		case AggSum:
-			inner = append(inner, "sum("+vSum+")"+filter+" AS "+s)
-			perUnit = append(perUnit, s)
-			put(agg.SumCol, scaled(s))
-		case AggAvg:
-			inner = append(inner, "sum("+vSum+")"+filter+" AS "+s, "count("+col+")"+filter+" AS "+c)
-			perUnit = append(perUnit, s, c)
-			put(agg.SumCol, scaled(s))
-			put(agg.CountCol, scaled(c))
-		case AggVariance:
-			mid := numLit((agg.Lower + agg.Upper) / 2)
-			d := "(" + v + " - " + mid + ")"
-			inner = append(inner, "count("+col+")"+filter+" AS "+c, "sum"+d+filter+" AS "+s, "sum("+d+" * "+d+")"+filter+" AS "+q)
-			perUnit = append(perUnit, c, s, q)
-			put(agg.CountCol, scaled(c))
-			put(agg.SumCol, scaled(s))
-			put(agg.SumSqCol, scaled(q))
-		case AggQuantile:
-			wb := fmt.Sprintf("least(width_bucket(%s, %s, %s, %d), %d)", v, numLit(agg.Lower), numLit(agg.Upper), agg.Buckets, agg.Buckets)
-			f := ""
-			if fl := pa.filter; fl != nil {
-				fs, _ := deparseExpr(fl)
-				f = "(" + fs + ") AND "
-			}
-			var cells []string
-			for b := 1; b <= agg.Buckets; b++ {
-				h := fmt.Sprintf("h%d_%d", i, b)
-				inner = append(inner, fmt.Sprintf("count(*) FILTER (WHERE %s%s = %d) AS %s", f, wb, b, h))
-				perUnit = append(perUnit, h)
-				cells = append(cells, scaled(h))
-			}
-			put(agg.HistCol, "ARRAY["+strings.Join(cells, ", ")+"]")
-		}
-	}
+	return nil
+}
 
-	for col, c := range outer {
-		if c == "" {
-			return "", fmt.Errorf("rewrite: result column %d has no part (layout.go and template.go disagree)", col)
+// put prints an aggregate's part in its result column.
+func (t *template) put(col int, expr string) {
+	t.outer[col] = fmt.Sprintf("%s AS a%d", expr, col-len(t.p.keys)-1)
+}
+
+// scaled is the sum over units of a per-unit component, each unit's
+// scaled down to at most max_rows_per_unit of its rows.
+func (t *template) scaled(c string) string {
+	return "sum(" + c + " * least(1, " + t.r + "::numeric / dp_n))"
+}
+
+// aggregate prints the i-th aggregate: its per-unit components and its
+// parts of the result.
+func (t *template) aggregate(i int, pa plannedAgg) error {
+	agg := pa.agg
+	r, distinct, scaled := t.r, t.distinct, t.scaled
+	var col string
+	if arg := pa.arg; arg != nil {
+		var err error
+		if col, err = deparseExpr(arg); err != nil {
+			return err
 		}
 	}
+	filter := ""
+	if f := pa.filter; f != nil {
+		fs, err := deparseExpr(f)
+		if err != nil {
+			return err
+		}
+		filter = " FILTER (WHERE " + fs + ")"
+	}
+	s, c, q := "s"+strconv.Itoa(i), "c"+strconv.Itoa(i), "q"+strconv.Itoa(i)
+	// v is the clamped argument as numeric; vSum may skip the cast for
+	// an integer column (SUM and AVG only: variance squares and
+	// quantiles bucket the value, which must not overflow or change
+	// type).
+	v := nullSafeSQL(col, fmt.Sprintf("least(greatest((%s)::numeric, %s), %s)", col, numLit(agg.Lower), numLit(agg.Upper)))
+	vSum := nullSafeSQL(col, fmt.Sprintf("least(greatest((%s)%s, %s), %s)", col, t.p.clampCast(pa.arg), numLit(agg.Lower), numLit(agg.Upper)))
+	switch agg.Kind {
+	case AggCount:
+		switch {
+		case pa.arg == nil && filter == "" && distinct == nil:
+			t.put(agg.CountCol, "sum(least(dp_n, "+r+"))")
+		case pa.arg == nil:
+			t.inner = append(t.inner, "count(*)"+filter+" AS "+c)
+			t.perUnits = append(t.perUnits, c)
+			t.put(agg.CountCol, scaled(c))
+		default:
+			t.inner = append(t.inner, "count("+col+")"+filter+" AS "+c)
+			t.perUnits = append(t.perUnits, c)
+			t.put(agg.CountCol, scaled(c))
+		}
+	case AggCountDistinctUnit:
+		switch {
+		case filter != "":
+			t.inner = append(t.inner, "count(*)"+filter+" AS "+c)
+			t.perUnits = append(t.perUnits, c)
+			t.put(agg.CountCol, "count(DISTINCT dp_u) FILTER (WHERE "+c+" > 0)")
+		case distinct != nil:
+			t.put(agg.CountCol, "count(DISTINCT dp_u)")
+		default:
+			t.put(agg.CountCol, "count(dp_u)")
+		}
+	case AggCountDistinct:
+		cond := "dp_v IS NOT NULL AND dp_vrank <= " + intLit(agg.MaxDistinct)
+		if filter != "" {
+			cond += " AND dp_vf > 0"
+		}
+		t.put(agg.CountCol, "count(DISTINCT dp_v) FILTER (WHERE "+cond+")")
+	case AggSum:
+		t.inner = append(t.inner, "sum("+vSum+")"+filter+" AS "+s)
+		t.perUnits = append(t.perUnits, s)
+		t.put(agg.SumCol, scaled(s))
+	case AggAvg:
+		t.inner = append(t.inner, "sum("+vSum+")"+filter+" AS "+s, "count("+col+")"+filter+" AS "+c)
+		t.perUnits = append(t.perUnits, s, c)
+		t.put(agg.SumCol, scaled(s))
+		t.put(agg.CountCol, scaled(c))
+	case AggVariance:
+		mid := numLit((agg.Lower + agg.Upper) / 2)
+		d := "(" + v + " - " + mid + ")"
+		t.inner = append(t.inner, "count("+col+")"+filter+" AS "+c, "sum"+d+filter+" AS "+s, "sum("+d+" * "+d+")"+filter+" AS "+q)
+		t.perUnits = append(t.perUnits, c, s, q)
+		t.put(agg.CountCol, scaled(c))
+		t.put(agg.SumCol, scaled(s))
+		t.put(agg.SumSqCol, scaled(q))
+	case AggQuantile:
+		wb := fmt.Sprintf("least(width_bucket(%s, %s, %s, %d), %d)", v, numLit(agg.Lower), numLit(agg.Upper), agg.Buckets, agg.Buckets)
+		f := ""
+		if fl := pa.filter; fl != nil {
+			fs, _ := deparseExpr(fl)
+			f = "(" + fs + ") AND "
+		}
+		var cells []string
+		for b := 1; b <= agg.Buckets; b++ {
+			h := fmt.Sprintf("h%d_%d", i, b)
+			t.inner = append(t.inner, fmt.Sprintf("count(*) FILTER (WHERE %s%s = %d) AS %s", f, wb, b, h))
+			t.perUnits = append(t.perUnits, h)
+			cells = append(cells, scaled(h))
+		}
+		t.put(agg.HistCol, "ARRAY["+strings.Join(cells, ", ")+"]")
+	}
+	return nil
+}
 
+// assemble prints the levels into one query: the result over the ranked
+// per-unit rows, of which each unit keeps its first max_groups_per_unit
+// groups (and, for COUNT(DISTINCT), values); without keys or distinct
+// values, the result directly over the per-unit rows.
+func (t *template) assemble(from string) string {
+	p, seed, keyCols, distinct, distinctFilter := t.p, t.seed, t.keyCols, t.distinct, t.distinctFilter
 	var b strings.Builder
 	nested := len(p.keys) > 0 || distinct != nil
 	indent := "  "
 	if nested {
 		indent = "    "
 	}
-	innerSQL := indent + "SELECT " + strings.Join(inner, ", ") + "\n" + indent + "FROM " + from + "\n"
-	if len(where) > 0 {
-		innerSQL += indent + "WHERE " + strings.Join(where, " AND ") + "\n"
+	innerSQL := indent + "SELECT " + strings.Join(t.inner, ", ") + "\n" + indent + "FROM " + from + "\n"
+	if len(t.where) > 0 {
+		innerSQL += indent + "WHERE " + strings.Join(t.where, " AND ") + "\n"
 	}
-	innerSQL += indent + "GROUP BY " + strings.Join(innerGroup, ", ") + "\n"
+	innerSQL += indent + "GROUP BY " + strings.Join(t.innerGroup, ", ") + "\n"
 
-	b.WriteString("SELECT " + strings.Join(outer, ", ") + "\nFROM (\n")
+	b.WriteString("SELECT " + strings.Join(t.outer, ", ") + "\nFROM (\n")
 	if !nested {
 		b.WriteString(innerSQL)
 		b.WriteString(") AS dp_per_unit\n")
@@ -267,7 +310,7 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 		// sampled; the seed is still referenced so that every plan takes
 		// exactly SeedParam() parameters.
 		b.WriteString("WHERE " + seed + " IS NOT NULL")
-		return b.String(), nil
+		return b.String()
 	}
 	mid := append([]string{"dp_u"}, keyCols...)
 	// Each unit ranks its groups (and, for COUNT(DISTINCT), its values)
@@ -292,7 +335,7 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 		if distinctFilter != nil {
 			mid = append(mid, "dp_vf")
 		}
-		mid = append(mid, perUnit...)
+		mid = append(mid, t.perUnits...)
 		mid = append(mid, "sum(dp_nv) OVER (PARTITION BY "+part+") AS dp_n")
 		order := "(dp_v IS NULL)"
 		if distinctFilter != nil {
@@ -307,7 +350,7 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 		}
 	} else {
 		mid = append(mid, "dp_n")
-		mid = append(mid, perUnit...)
+		mid = append(mid, t.perUnits...)
 		mid = append(mid, "row_number() OVER (PARTITION BY dp_u ORDER BY "+hash+") AS dp_rank")
 	}
 	b.WriteString("  SELECT " + strings.Join(mid, ", ") + "\n  FROM (\n")
@@ -320,5 +363,5 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 	default:
 		b.WriteString("WHERE " + seed + " IS NOT NULL")
 	}
-	return b.String(), nil
+	return b.String()
 }
