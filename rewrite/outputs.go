@@ -10,6 +10,28 @@ import (
 // over them, LIMIT and OFFSET, released by the proxy without a
 // post-processing query.
 
+// outputs plans the select list and ORDER BY as group keys and
+// aggregates, and reports whether that is the whole query (simple): with
+// HAVING, or outputs or ORDER BY items that compute on aggregates, it
+// plans nothing and the query is post-processed (post.go).
+func (p *planner) outputs(sel *pg_query.SelectStmt, plan *Plan) (simple bool, err error) {
+	simple = sel.HavingClause == nil && p.simpleTargets(sel)
+	if simple {
+		if err := p.targets(sel, plan); err != nil {
+			return false, err
+		}
+		if err := p.orderBy(sel, plan); err != nil {
+			var re *RejectError
+			if !asReject(err, &re) || re.Code == CodeForbidden || re.Code == CodeBadColumnRef {
+				return false, err
+			}
+			simple = false
+			plan.Outputs, plan.OrderBy = nil, nil
+		}
+	}
+	return simple, nil
+}
+
 // simpleTargets reports whether every output is a group key or an
 // aggregate, which the proxy releases without a post-processing query.
 func (p *planner) simpleTargets(sel *pg_query.SelectStmt) bool {

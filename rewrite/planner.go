@@ -58,7 +58,8 @@ type plannedAgg struct {
 
 // plan checks that sel is the supported shape of a query over one private
 // table (joined with public tables, possibly through derived tables and
-// CTEs, which are inlined) and rewrites it.
+// CTEs, which are inlined) and rewrites it. It runs the phases in order
+// (doc.go); each refuses what it cannot plan.
 func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error) {
 	var priv *relRef
 	for _, r := range refs {
@@ -75,113 +76,34 @@ func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error)
 		return nil, reject(CodeUnsupported, priv.rv.Location, "set operations (UNION, INTERSECT, EXCEPT) over private table %s are not supported: each branch would need its own budget", name)
 	}
 	orig := sel
-	flat, err := a.flatten(sel)
+	flat, err := a.flatten(sel) // inline.go
 	if err != nil {
 		return nil, err
 	}
 	sel = flat
-	frefs := collectRels(sel.ProtoReflect())
-	if err := a.resolve(frefs); err != nil {
+	p, err := a.scope(orig, sel, priv) // scope.go
+	if err != nil {
 		return nil, err
-	}
-	p := &planner{a: a, pubs: map[string]bool{}, rels: map[*pg_query.RangeVar]*relRef{}}
-	p.tot.nparams = numParams(orig)
-	for _, r := range frefs {
-		p.rels[r.rv] = r
-	}
-	if err := p.fromClause(sel.FromClause); err != nil {
-		return nil, err
-	}
-	if p.rv == nil {
-		return nil, reject(CodeUnsupported, priv.rv.Location, "private table %s may only be read in the FROM clause of the query, possibly through derived tables or CTEs", name)
-	}
-	inFrom := map[*pg_query.RangeVar]bool{}
-	for _, f := range sel.FromClause {
-		walk(f.ProtoReflect(), func(m protoreflect.Message) bool {
-			if rv, ok := m.Interface().(*pg_query.RangeVar); ok {
-				inFrom[rv] = true
-			}
-			return true
-		})
-	}
-	for _, r := range frefs {
-		if inFrom[r.rv] {
-			continue
-		}
-		if r.class == relPrivate {
-			return nil, reject(CodeUnsupported, r.rv.Location, "private table %s may only be read in the FROM clause of the query: subqueries in expressions are not supported", r.qualified())
-		}
-		return nil, reject(CodeUnsupported, r.rv.Location, "relation %s cannot be read in a subquery of a query over private table %s: join it in the FROM clause", r.qualified(), name)
 	}
 	if err := p.boundedWork(sel); err != nil { // work.go, joins.go
 		return nil, err
 	}
-	switch {
-	case len(sel.DistinctClause) > 0:
-		return nil, reject(CodeUnsupported, -1, "SELECT DISTINCT over private table %s is not supported; use GROUP BY", name)
-	case len(sel.WindowClause) > 0:
-		return nil, reject(CodeUnsupported, -1, "WINDOW clauses are not supported on private table %s", name)
-	case sel.LimitOption == pg_query.LimitOption_LIMIT_OPTION_WITH_TIES:
-		return nil, reject(CodeUnsupported, -1, "FETCH ... WITH TIES is not supported on private table %s", name)
-	case len(sel.TargetList) == 0:
-		return nil, reject(CodeUnsupported, -1, "a query over private table %s must select group keys or aggregates", name)
-	}
-	if err := p.noSystemColumns(sel); err != nil {
+	if err := p.shape(sel, name); err != nil {
 		return nil, err
 	}
 	plan := &Plan{Table: p.table, MaxRows: p.table.MaxRowsPerUnit, Limit: -1}
-	if err := p.groupBy(sel); err != nil {
+	if err := p.groupBy(sel); err != nil { // keys.go
 		return nil, err
 	}
-	for _, q := range p.quals {
-		out, _, err := p.where(q)
-		if err != nil {
-			return nil, err
-		}
-		p.tot.replaceLater(q, out)
-	}
-	if sel.WhereClause != nil {
-		out, _, err := p.where(sel.WhereClause)
-		if err != nil {
-			return nil, err
-		}
-		p.tot.replaceLater(sel.WhereClause, out)
+	if err := p.conditions(sel); err != nil { // predicates.go
+		return nil, err
 	}
 	if len(sel.GroupClause) == 0 && !hasAggregate(sel.TargetList) {
-		var werr error
-		walk(sel.ProtoReflect(), func(m protoreflect.Message) bool {
-			if fc, ok := m.Interface().(*pg_query.FuncCall); ok && fc.Over != nil && werr == nil {
-				_, name := funcName(fc)
-				werr = reject(CodeUnsupported, fc.Location, "window function %s(...) OVER is not supported on private tables", name)
-			}
-			return werr == nil
-		})
-		if werr != nil {
-			return nil, werr
-		}
-		for _, t := range sel.TargetList {
-			if cr := t.GetResTarget().GetVal().GetColumnRef(); cr != nil {
-				if _, err := p.column(cr); err != nil {
-					return nil, err
-				}
-			}
-		}
-		return nil, reject(CodeForbidden, -1, "a query over private table %s without aggregates or GROUP BY would return one row per table row", name).
-			withHint("Select aggregates such as count(*), sum(col), avg(col).")
+		return nil, p.perRow(sel, name)
 	}
-	simple := sel.HavingClause == nil && p.simpleTargets(sel)
-	if simple {
-		if err := p.targets(sel, plan); err != nil {
-			return nil, err
-		}
-		if err := p.orderBy(sel, plan); err != nil {
-			var re *RejectError
-			if !asReject(err, &re) || re.Code == CodeForbidden || re.Code == CodeBadColumnRef {
-				return nil, err
-			}
-			simple = false
-			plan.Outputs, plan.OrderBy = nil, nil
-		}
+	simple, err := p.outputs(sel, plan) // outputs.go
+	if err != nil {
+		return nil, err
 	}
 	if plan.Limit, err = limitValue(sel.LimitCount, "LIMIT", CodeBadLimit, -1); err != nil {
 		return nil, err
@@ -198,7 +120,7 @@ func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error)
 			return nil, err
 		}
 	} else {
-		if err := p.post(orig, sel, plan); err != nil {
+		if err := p.post(orig, sel, plan); err != nil { // post.go
 			return nil, err
 		}
 		on := &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: orig}}
@@ -213,21 +135,62 @@ func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error)
 		plan.Aggregates = append(plan.Aggregates, a.agg)
 	}
 	plan.NumParams = numParams(orig)
-	p.groupBounds(plan)
-	p.tot.apply() // the checked WHERE and join conditions, constants hoisted
+	p.groupBounds(plan) // keys.go
+	p.tot.apply()       // the checked WHERE and join conditions, constants hoisted
 	if err := p.tot.finish(plan); err != nil {
 		return nil, err
 	}
-	if err := p.layout(plan); err != nil {
+	if err := p.layout(plan); err != nil { // layout.go
 		return nil, err
 	}
-	if plan.SQL, err = p.sql(sel, plan); err != nil {
+	if plan.SQL, err = p.sql(sel, plan); err != nil { // template.go
 		return nil, err
 	}
 	for _, k := range p.keys {
 		plan.GroupKeys = append(plan.GroupKeys, k.key)
 	}
 	return plan, nil
+}
+
+// shape refuses the clauses a private query may not have at all.
+func (p *planner) shape(sel *pg_query.SelectStmt, name string) error {
+	switch {
+	case len(sel.DistinctClause) > 0:
+		return reject(CodeUnsupported, -1, "SELECT DISTINCT over private table %s is not supported; use GROUP BY", name)
+	case len(sel.WindowClause) > 0:
+		return reject(CodeUnsupported, -1, "WINDOW clauses are not supported on private table %s", name)
+	case sel.LimitOption == pg_query.LimitOption_LIMIT_OPTION_WITH_TIES:
+		return reject(CodeUnsupported, -1, "FETCH ... WITH TIES is not supported on private table %s", name)
+	case len(sel.TargetList) == 0:
+		return reject(CodeUnsupported, -1, "a query over private table %s must select group keys or aggregates", name)
+	}
+	return p.noSystemColumns(sel)
+}
+
+// perRow is the refusal of a query without aggregates or GROUP BY, which
+// would return one row per table row; a window function or a bad column
+// reference in it is reported first.
+func (p *planner) perRow(sel *pg_query.SelectStmt, name string) error {
+	var werr error
+	walk(sel.ProtoReflect(), func(m protoreflect.Message) bool {
+		if fc, ok := m.Interface().(*pg_query.FuncCall); ok && fc.Over != nil && werr == nil {
+			_, name := funcName(fc)
+			werr = reject(CodeUnsupported, fc.Location, "window function %s(...) OVER is not supported on private tables", name)
+		}
+		return werr == nil
+	})
+	if werr != nil {
+		return werr
+	}
+	for _, t := range sel.TargetList {
+		if cr := t.GetResTarget().GetVal().GetColumnRef(); cr != nil {
+			if _, err := p.column(cr); err != nil {
+				return err
+			}
+		}
+	}
+	return reject(CodeForbidden, -1, "a query over private table %s without aggregates or GROUP BY would return one row per table row", name).
+		withHint("Select aggregates such as count(*), sum(col), avg(col).")
 }
 
 func asReject(err error, re **RejectError) bool {

@@ -22,6 +22,26 @@ func aExprKindName(k pg_query.A_Expr_Kind) string {
 	return k.String()
 }
 
+// conditions checks the join conditions and WHERE; their checked forms
+// replace them in the rewrite once nothing else reads the statement.
+func (p *planner) conditions(sel *pg_query.SelectStmt) error {
+	for _, q := range p.quals {
+		out, _, err := p.where(q)
+		if err != nil {
+			return err
+		}
+		p.tot.replaceLater(q, out)
+	}
+	if sel.WhereClause != nil {
+		out, _, err := p.where(sel.WhereClause)
+		if err != nil {
+			return err
+		}
+		p.tot.replaceLater(sel.WhereClause, out)
+	}
+	return nil
+}
+
 // pred checks a condition. Only conditions that cannot fail for any row
 // are allowed: comparisons of total values (comparable), IN, BETWEEN, IS
 // [NOT] DISTINCT FROM, IS [NOT] NULL, boolean tests and LIKE with a

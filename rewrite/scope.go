@@ -33,6 +33,47 @@ func (p *planner) noSystemColumns(sel *pg_query.SelectStmt) error {
 	return err
 }
 
+// scope starts the planner of the flattened statement sel (orig as
+// written): it resolves sel's relations and checks its FROM clause, where
+// the private table priv must be, and every relation with it.
+func (a *Analyzer) scope(orig, sel *pg_query.SelectStmt, priv *relRef) (*planner, error) {
+	name := priv.qualified()
+	frefs := collectRels(sel.ProtoReflect())
+	if err := a.resolve(frefs); err != nil {
+		return nil, err
+	}
+	p := &planner{a: a, pubs: map[string]bool{}, rels: map[*pg_query.RangeVar]*relRef{}}
+	p.tot.nparams = numParams(orig)
+	for _, r := range frefs {
+		p.rels[r.rv] = r
+	}
+	if err := p.fromClause(sel.FromClause); err != nil {
+		return nil, err
+	}
+	if p.rv == nil {
+		return nil, reject(CodeUnsupported, priv.rv.Location, "private table %s may only be read in the FROM clause of the query, possibly through derived tables or CTEs", name)
+	}
+	inFrom := map[*pg_query.RangeVar]bool{}
+	for _, f := range sel.FromClause {
+		walk(f.ProtoReflect(), func(m protoreflect.Message) bool {
+			if rv, ok := m.Interface().(*pg_query.RangeVar); ok {
+				inFrom[rv] = true
+			}
+			return true
+		})
+	}
+	for _, r := range frefs {
+		if inFrom[r.rv] {
+			continue
+		}
+		if r.class == relPrivate {
+			return nil, reject(CodeUnsupported, r.rv.Location, "private table %s may only be read in the FROM clause of the query: subqueries in expressions are not supported", r.qualified())
+		}
+		return nil, reject(CodeUnsupported, r.rv.Location, "relation %s cannot be read in a subquery of a query over private table %s: join it in the FROM clause", r.qualified(), name)
+	}
+	return p, nil
+}
+
 // fromClause checks the FROM items: the private table, joined (inner, left
 // or right, never on the nullable side) with public tables only.
 func (p *planner) fromClause(items []*pg_query.Node) error {
