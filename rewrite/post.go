@@ -43,7 +43,6 @@ func (p *planner) post(orig, sel *pg_query.SelectStmt, plan *Plan) error {
 	if err != nil {
 		return err
 	}
-	nk := len(p.keys)
 	plan.Outputs = nil
 	for i := range p.keys {
 		plan.Outputs = append(plan.Outputs, Output{GroupKey: i})
@@ -51,7 +50,47 @@ func (p *planner) post(orig, sel *pg_query.SelectStmt, plan *Plan) error {
 	for _, a := range p.aggs {
 		plan.Outputs = append(plan.Outputs, Output{GroupKey: -1, Agg: a.agg})
 	}
-	// The intermediate statement: keys and aggregates, for their types.
+	if err := p.postDescribe(sel, plan); err != nil {
+		return err
+	}
+	post := &Post{}
+	var targets []string
+	for _, t := range sel.TargetList {
+		if cr := t.GetResTarget().GetVal().GetColumnRef(); cr != nil {
+			if _, err := p.column(cr); err != nil {
+				return err
+			}
+		}
+	}
+	for i, t := range sel.TargetList {
+		s, err := p.released(t.GetResTarget().GetVal())
+		if err != nil {
+			return err
+		}
+		name, err := quoteIdent(outputName(orig.TargetList[i].GetResTarget()))
+		if err != nil {
+			return err
+		}
+		targets = append(targets, s+" AS "+name)
+	}
+	post.Targets = strings.Join(targets, ", ")
+	if sel.HavingClause != nil {
+		if post.Where, err = p.released(sel.HavingClause); err != nil {
+			return err
+		}
+	}
+	if post.OrderBy, err = p.postOrderBy(orig, sel); err != nil {
+		return err
+	}
+	plan.Post = post
+	plan.OrderBy = nil
+	return nil
+}
+
+// postDescribe sets DescribeSQL to the intermediate statement: the keys and
+// aggregates, for their types.
+func (p *planner) postDescribe(sel *pg_query.SelectStmt, plan *Plan) error {
+	var err error
 	mid := proto.Clone(sel).(*pg_query.SelectStmt)
 	mid.TargetList, mid.GroupClause = nil, nil
 	for _, k := range p.keys {
@@ -74,114 +113,99 @@ func (p *planner) post(orig, sel *pg_query.SelectStmt, plan *Plan) error {
 	if err := faithful(mn, plan.DescribeSQL); err != nil {
 		return err
 	}
-	// subst replaces keys and aggregates by the released columns and
-	// refuses anything else that reads the table.
-	dpCol := func(i int) *pg_query.Node {
-		return &pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: &pg_query.ColumnRef{
-			Fields: []*pg_query.Node{pg_query.MakeStrNode("dp"), pg_query.MakeStrNode("dp_c" + strconv.Itoa(i))}, Location: -1}}}
-	}
-	subst := func(n *pg_query.Node) (string, error) {
-		c := proto.Clone(n).(*pg_query.Node)
-		var err error
-		replaceNodes(c, func(x *pg_query.Node) bool {
-			if err != nil {
-				return true
-			}
-			if fc := x.GetFuncCall(); fc != nil && isAggregate(fc) {
-				agg, e := p.addAggregate(fc)
-				if e != nil {
-					err = e
-					return true
-				}
-				for i, a := range p.aggs {
-					if a.agg == agg {
-						x.Node = dpCol(nk + i).Node
-					}
-				}
-				return true
-			}
-			if k := p.keyFor(x); k >= 0 {
-				x.Node = dpCol(k).Node
-				return true
-			}
-			switch v := x.Node.(type) {
-			case *pg_query.Node_ColumnRef:
-				if r, e := p.column(v.ColumnRef); e != nil {
-					err = e
-				} else {
-					err = reject(CodeForbidden, v.ColumnRef.Location, "column %s must appear in GROUP BY or be used in an aggregate: returning it would reveal individual rows of private table %s", r.name, p.table.QualifiedName())
-				}
-				return true
-			case *pg_query.Node_FuncCall:
-				schema, name := funcName(v.FuncCall)
-				if (schema != "" && schema != "pg_catalog") || !postFuncs[name] || v.FuncCall.Over != nil {
-					err = reject(CodeForbidden, v.FuncCall.Location, "function %s is not allowed on the results of a query over private table %s", name, p.table.QualifiedName())
-					return true
-				}
-			case *pg_query.Node_SubLink:
-				err = reject(CodeUnsupported, v.SubLink.Location, "subqueries are not supported in queries over private table %s", p.table.QualifiedName())
-				return true
-			case *pg_query.Node_ParamRef:
-				err = reject(CodeUnsupported, v.ParamRef.Location, "parameters are not supported in expressions over aggregates (HAVING, outputs) on private tables")
-				return true
-			}
-			return false
-		})
+	return nil
+}
+
+// released prints an expression of the post-processing: its keys and
+// aggregates replaced by the released columns (dp.dp_c<i>, in the order of
+// Outputs), refusing anything else that reads the table.
+func (p *planner) released(n *pg_query.Node) (string, error) {
+	c := proto.Clone(n).(*pg_query.Node)
+	var err error
+	replaceNodes(c, func(x *pg_query.Node) bool {
 		if err != nil {
-			return "", err
+			return true
 		}
-		// Nothing but dp columns may remain.
-		walk(c.ProtoReflect(), func(m protoreflect.Message) bool {
-			if cr, ok := m.Interface().(*pg_query.ColumnRef); ok && err == nil {
-				if len(cr.Fields) != 2 || cr.Fields[0].GetString_().GetSval() != "dp" {
-					err = reject(CodeForbidden, cr.Location, "an output of a query over private table %s may only compute on group keys and aggregates", p.table.QualifiedName())
+		if fc := x.GetFuncCall(); fc != nil && isAggregate(fc) {
+			agg, e := p.addAggregate(fc)
+			if e != nil {
+				err = e
+				return true
+			}
+			for i, a := range p.aggs {
+				if a.agg == agg {
+					x.Node = dpCol(len(p.keys) + i).Node
 				}
 			}
-			return err == nil
-		})
-		if err != nil {
-			return "", err
+			return true
 		}
-		return deparseExpr(c)
+		if k := p.keyFor(x); k >= 0 {
+			x.Node = dpCol(k).Node
+			return true
+		}
+		switch v := x.Node.(type) {
+		case *pg_query.Node_ColumnRef:
+			if r, e := p.column(v.ColumnRef); e != nil {
+				err = e
+			} else {
+				err = reject(CodeForbidden, v.ColumnRef.Location, "column %s must appear in GROUP BY or be used in an aggregate: returning it would reveal individual rows of private table %s", r.name, p.table.QualifiedName())
+			}
+			return true
+		case *pg_query.Node_FuncCall:
+			schema, name := funcName(v.FuncCall)
+			if (schema != "" && schema != "pg_catalog") || !postFuncs[name] || v.FuncCall.Over != nil {
+				err = reject(CodeForbidden, v.FuncCall.Location, "function %s is not allowed on the results of a query over private table %s", name, p.table.QualifiedName())
+				return true
+			}
+		case *pg_query.Node_SubLink:
+			err = reject(CodeUnsupported, v.SubLink.Location, "subqueries are not supported in queries over private table %s", p.table.QualifiedName())
+			return true
+		case *pg_query.Node_ParamRef:
+			err = reject(CodeUnsupported, v.ParamRef.Location, "parameters are not supported in expressions over aggregates (HAVING, outputs) on private tables")
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		return "", err
 	}
-	post := &Post{}
-	var targets []string
-	for _, t := range sel.TargetList {
-		if cr := t.GetResTarget().GetVal().GetColumnRef(); cr != nil {
-			if _, err := p.column(cr); err != nil {
-				return err
+	// Nothing but dp columns may remain.
+	walk(c.ProtoReflect(), func(m protoreflect.Message) bool {
+		if cr, ok := m.Interface().(*pg_query.ColumnRef); ok && err == nil {
+			if len(cr.Fields) != 2 || cr.Fields[0].GetString_().GetSval() != "dp" {
+				err = reject(CodeForbidden, cr.Location, "an output of a query over private table %s may only compute on group keys and aggregates", p.table.QualifiedName())
 			}
 		}
+		return err == nil
+	})
+	if err != nil {
+		return "", err
 	}
-	for i, t := range sel.TargetList {
-		s, err := subst(t.GetResTarget().GetVal())
-		if err != nil {
-			return err
-		}
-		name, err := quoteIdent(outputName(orig.TargetList[i].GetResTarget()))
-		if err != nil {
-			return err
-		}
-		targets = append(targets, s+" AS "+name)
-	}
-	post.Targets = strings.Join(targets, ", ")
-	if sel.HavingClause != nil {
-		if post.Where, err = subst(sel.HavingClause); err != nil {
-			return err
-		}
-	}
+	return deparseExpr(c)
+}
+
+// dpCol is the released column i of the post-processing query.
+func dpCol(i int) *pg_query.Node {
+	return &pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: &pg_query.ColumnRef{
+		Fields: []*pg_query.Node{pg_query.MakeStrNode("dp"), pg_query.MakeStrNode("dp_c" + strconv.Itoa(i))}, Location: -1}}}
+}
+
+// postOrderBy prints the ORDER BY of the post-processing query: output
+// positions and names as written, other expressions over the released
+// columns.
+func (p *planner) postOrderBy(orig, sel *pg_query.SelectStmt) (string, error) {
 	var order []string
 	for _, s := range sel.SortClause {
 		sb := proto.Clone(s.GetSortBy()).(*pg_query.SortBy)
 		if sb.SortbyDir == pg_query.SortByDir_SORTBY_USING {
-			return reject(CodeUnsupported, -1, "ORDER BY ... USING is not supported on private tables")
+			return "", reject(CodeUnsupported, -1, "ORDER BY ... USING is not supported on private tables")
 		}
 		keep := false
 		switch x := sb.Node.GetNode().(type) {
 		case *pg_query.Node_AConst:
 			pos, ok := intConst(x.AConst)
 			if !ok || pos < 1 || pos > int64(len(sel.TargetList)) {
-				return reject(CodeBadPosition, x.AConst.Location, "ORDER BY position is not in select list")
+				return "", reject(CodeBadPosition, x.AConst.Location, "ORDER BY position is not in select list")
 			}
 			keep = true
 		case *pg_query.Node_ColumnRef:
@@ -194,13 +218,13 @@ func (p *planner) post(orig, sel *pg_query.SelectStmt, plan *Plan) error {
 			}
 		}
 		if !keep {
-			s, err := subst(sb.Node)
+			s, err := p.released(sb.Node)
 			if err != nil {
-				return err
+				return "", err
 			}
 			tree, perr := pg_query.Parse("SELECT " + s)
 			if perr != nil {
-				return reject(CodeUnsupported, -1, "ORDER BY cannot be rewritten")
+				return "", reject(CodeUnsupported, -1, "ORDER BY cannot be rewritten")
 			}
 			sb.Node = tree.Stmts[0].Stmt.GetSelectStmt().TargetList[0].GetResTarget().Val
 		}
@@ -208,16 +232,13 @@ func (p *planner) post(orig, sel *pg_query.SelectStmt, plan *Plan) error {
 			SortClause: []*pg_query.Node{{Node: &pg_query.Node_SortBy{SortBy: sb}}}, LimitOption: pg_query.LimitOption_LIMIT_OPTION_DEFAULT, Op: pg_query.SetOperation_SETOP_NONE}
 		txt, err := deparseStmt(&pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: q}})
 		if err != nil {
-			return err
+			return "", err
 		}
 		o, ok := strings.CutPrefix(txt, "SELECT 1 ORDER BY ")
 		if !ok {
-			return reject(CodeUnsupported, -1, "ORDER BY cannot be rewritten")
+			return "", reject(CodeUnsupported, -1, "ORDER BY cannot be rewritten")
 		}
 		order = append(order, o)
 	}
-	post.OrderBy = strings.Join(order, ", ")
-	plan.Post = post
-	plan.OrderBy = nil
-	return nil
+	return strings.Join(order, ", "), nil
 }
