@@ -35,11 +35,6 @@ func (a *Analyzer) flatten(sel *pg_query.SelectStmt) (*pg_query.SelectStmt, erro
 		}
 		sel.WithClause = nil
 	}
-	type derived struct {
-		alias string
-		cols  map[string]*pg_query.Node
-		star  *pg_query.Node // qualifier for names not listed (nil: none)
-	}
 	var ds []*derived
 	used := map[string]bool{}
 	// item inlines the derived tables of one FROM item and returns it with
@@ -109,37 +104,10 @@ func (a *Analyzer) flatten(sel *pg_query.SelectStmt) (*pg_query.SelectStmt, erro
 			return nil, nil, err
 		}
 		qualifyColumns(flat)
-		d := &derived{alias: alias, cols: map[string]*pg_query.Node{}}
+		d := newDerived(flat, alias)
 		var where []*pg_query.Node
 		if flat.WhereClause != nil {
 			where = append(where, flat.WhereClause)
-		}
-		for _, t := range flat.TargetList {
-			rt := t.GetResTarget()
-			v := rt.GetVal()
-			if cr := v.GetColumnRef(); cr != nil && cr.Fields[len(cr.Fields)-1].GetAStar() != nil {
-				if len(cr.Fields) > 1 {
-					d.star = &pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: &pg_query.ColumnRef{Fields: cr.Fields[:len(cr.Fields)-1]}}}
-				} else {
-					d.star = &pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: &pg_query.ColumnRef{}}}
-					if len(flat.FromClause) == 1 {
-						if rv := flat.FromClause[0].GetRangeVar(); rv != nil {
-							q := rv.Relname
-							if rv.Alias != nil {
-								q = rv.Alias.Aliasname
-							}
-							d.star.GetColumnRef().Fields = []*pg_query.Node{pg_query.MakeStrNode(q)}
-						}
-					}
-				}
-				continue
-			}
-			name := outputName(rt)
-			if _, dup := d.cols[name]; dup {
-				d.cols[name] = nil // ambiguous
-				continue
-			}
-			d.cols[name] = v
 		}
 		ds = append(ds, d)
 		if len(flat.FromClause) != 1 {
@@ -169,69 +137,14 @@ func (a *Analyzer) flatten(sel *pg_query.SelectStmt) (*pg_query.SelectStmt, erro
 	}
 	single := len(sel.FromClause) == 1 && sel.FromClause[0].GetJoinExpr() == nil
 	var serr error
-	resolveRef := func(cr *pg_query.ColumnRef) *pg_query.Node {
-		n := len(cr.Fields)
-		if cr.Fields[n-1].GetAStar() != nil {
-			return nil
-		}
-		name := cr.Fields[n-1].GetString_().GetSval()
-		for _, d := range ds {
-			match := false
-			switch {
-			case n == 2 && cr.Fields[0].GetString_().GetSval() == d.alias:
-				match = true
-			case n == 1 && (single || d.cols[name] != nil):
-				match = true
-			}
-			if !match {
-				continue
-			}
-			if v, ok := d.cols[name]; ok {
-				if v == nil {
-					serr = reject(CodeAmbiguous, cr.Location, "column reference %q is ambiguous", name)
-					return nil
-				}
-				return proto.Clone(v).(*pg_query.Node)
-			}
-			if d.star != nil {
-				f := append([]*pg_query.Node{}, d.star.GetColumnRef().Fields...)
-				return &pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: &pg_query.ColumnRef{Fields: append(f, pg_query.MakeStrNode(name)), Location: cr.Location}}}
-			}
-			if n == 2 {
-				serr = reject(CodeBadColumnRef, cr.Location, "column %s.%s does not exist", d.alias, name)
-			}
-			return nil
-		}
-		return nil
-	}
-	outer := []*pg_query.Node{}
-	outer = append(outer, sel.TargetList...)
-	outer = append(outer, sel.GroupClause...)
-	outer = append(outer, sel.SortClause...)
-	for _, n := range []*pg_query.Node{sel.WhereClause, sel.HavingClause} {
-		if n != nil {
-			outer = append(outer, n)
-		}
-	}
-	// join conditions of the outer FROM
-	for _, f := range sel.FromClause {
-		walk(f.ProtoReflect(), func(m protoreflect.Message) bool {
-			switch x := m.Interface().(type) {
-			case *pg_query.RangeSubselect:
-				return false
-			case *pg_query.JoinExpr:
-				if x.Quals != nil {
-					outer = append(outer, x.Quals)
-				}
-			}
-			return true
-		})
-	}
+	outer := outerNodes(sel)
 	for _, n := range outer {
 		replaceNodes(n, func(x *pg_query.Node) bool {
 			switch v := x.Node.(type) {
 			case *pg_query.Node_ColumnRef:
-				if r := resolveRef(v.ColumnRef); r != nil {
+				if r, err := resolveDerived(ds, single, v.ColumnRef); err != nil {
+					serr = err
+				} else if r != nil {
 					x.Node = r.Node
 				}
 				return true
@@ -262,6 +175,118 @@ func (a *Analyzer) flatten(sel *pg_query.SelectStmt) (*pg_query.SelectStmt, erro
 		sel.WhereClause = andNodes(w, sel.WhereClause)
 	}
 	return sel, nil
+}
+
+// outerNodes are the parts of sel that may reference a derived table's
+// columns: the select list, GROUP BY, ORDER BY, WHERE, HAVING and the join
+// conditions of its FROM (not those inside a subquery).
+func outerNodes(sel *pg_query.SelectStmt) []*pg_query.Node {
+	outer := []*pg_query.Node{}
+	outer = append(outer, sel.TargetList...)
+	outer = append(outer, sel.GroupClause...)
+	outer = append(outer, sel.SortClause...)
+	for _, n := range []*pg_query.Node{sel.WhereClause, sel.HavingClause} {
+		if n != nil {
+			outer = append(outer, n)
+		}
+	}
+	// join conditions of the outer FROM
+	for _, f := range sel.FromClause {
+		walk(f.ProtoReflect(), func(m protoreflect.Message) bool {
+			switch x := m.Interface().(type) {
+			case *pg_query.RangeSubselect:
+				return false
+			case *pg_query.JoinExpr:
+				if x.Quals != nil {
+					outer = append(outer, x.Quals)
+				}
+			}
+			return true
+		})
+	}
+	return outer
+}
+
+// derived is an inlined derived table or CTE: its name in the outer query
+// and the select-list expressions that replace the outer references to its
+// columns.
+type derived struct {
+	alias string
+	cols  map[string]*pg_query.Node
+	star  *pg_query.Node // qualifier for names not listed (nil: none)
+}
+
+// newDerived reads the columns of a flattened derived table: each output
+// by its name (nil when two share it: ambiguous), and for * the relation
+// that qualifies the names not listed.
+func newDerived(flat *pg_query.SelectStmt, alias string) *derived {
+	d := &derived{alias: alias, cols: map[string]*pg_query.Node{}}
+	for _, t := range flat.TargetList {
+		rt := t.GetResTarget()
+		v := rt.GetVal()
+		if cr := v.GetColumnRef(); cr != nil && cr.Fields[len(cr.Fields)-1].GetAStar() != nil {
+			if len(cr.Fields) > 1 {
+				d.star = &pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: &pg_query.ColumnRef{Fields: cr.Fields[:len(cr.Fields)-1]}}}
+			} else {
+				d.star = &pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: &pg_query.ColumnRef{}}}
+				if len(flat.FromClause) == 1 {
+					if rv := flat.FromClause[0].GetRangeVar(); rv != nil {
+						q := rv.Relname
+						if rv.Alias != nil {
+							q = rv.Alias.Aliasname
+						}
+						d.star.GetColumnRef().Fields = []*pg_query.Node{pg_query.MakeStrNode(q)}
+					}
+				}
+			}
+			continue
+		}
+		name := outputName(rt)
+		if _, dup := d.cols[name]; dup {
+			d.cols[name] = nil // ambiguous
+			continue
+		}
+		d.cols[name] = v
+	}
+	return d
+}
+
+// resolveDerived returns what an outer column reference cr stands for in
+// the inlined derived tables ds (single: the outer FROM is one of them
+// alone), or nil when it is none of theirs.
+func resolveDerived(ds []*derived, single bool, cr *pg_query.ColumnRef) (*pg_query.Node, error) {
+	n := len(cr.Fields)
+	if cr.Fields[n-1].GetAStar() != nil {
+		return nil, nil
+	}
+	name := cr.Fields[n-1].GetString_().GetSval()
+	for _, d := range ds {
+		match := false
+		switch {
+		case n == 2 && cr.Fields[0].GetString_().GetSval() == d.alias:
+			match = true
+		case n == 1 && (single || d.cols[name] != nil):
+			match = true
+		}
+		if !match {
+			continue
+		}
+		if v, ok := d.cols[name]; ok {
+			if v == nil {
+				return nil, reject(CodeAmbiguous, cr.Location, "column reference %q is ambiguous", name)
+			}
+			return proto.Clone(v).(*pg_query.Node), nil
+		}
+		if d.star != nil {
+			f := append([]*pg_query.Node{}, d.star.GetColumnRef().Fields...)
+			return &pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: &pg_query.ColumnRef{Fields: append(f, pg_query.MakeStrNode(name)), Location: cr.Location}}}, nil
+		}
+		if n == 2 {
+			return nil, reject(CodeBadColumnRef, cr.Location, "column %s.%s does not exist", d.alias, name)
+		}
+		return nil, nil
+	}
+	return nil, nil
 }
 
 // andNodes is a AND b (a alone when b is nil).
