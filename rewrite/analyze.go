@@ -1,13 +1,3 @@
-// Package rewrite parses SQL with pg_query_go, classifies each statement,
-// refuses what cannot be answered with differential privacy, and rewrites
-// aggregate queries over one private table so that each privacy unit's
-// contribution is bounded (docs/design.md, "The rewrite template").
-//
-// Everything the rewrite accepts is either a KindPrivate plan, whose SQL
-// reads the private table only inside a per-unit pre-aggregation, or a
-// KindPassThrough statement, which reads no private table, calls only
-// allowlisted functions and names every relation with its schema. Anything
-// else is refused with a *RejectError carrying a SQLSTATE.
 package rewrite
 
 import (

@@ -83,11 +83,17 @@ func (p *Plan) SeedParam() int {
 // rewrite only once nothing else reads the flattened statement.
 type totality struct {
 	nparams int
-	consts  []Const
-	nodes   []*pg_query.Node // the constants' expressions, for ConstSQL
-	bySQL   map[string]int   // index into consts
+	consts  []hoisted
+	bySQL   map[string]int // index into consts
 	checks  []TypeCheck
 	later   []replacement
+}
+
+// hoisted is one hoisted constant: the Const of the plan and its
+// expression, for ConstSQL.
+type hoisted struct {
+	c    Const
+	node *pg_query.Node
 }
 
 type replacement struct{ at, with *pg_query.Node }
@@ -108,14 +114,16 @@ func (t *totality) apply() {
 
 // finish fills in the plan's constants and type checks.
 func (t *totality) finish(plan *Plan) error {
-	plan.Consts = t.consts
+	for _, h := range t.consts {
+		plan.Consts = append(plan.Consts, h.c)
+	}
 	plan.TypeChecks = t.checks
-	if len(t.nodes) == 0 {
+	if len(t.consts) == 0 {
 		return nil
 	}
 	sel := &pg_query.SelectStmt{LimitOption: pg_query.LimitOption_LIMIT_OPTION_DEFAULT, Op: pg_query.SetOperation_SETOP_NONE}
-	for _, n := range t.nodes {
-		sel.TargetList = append(sel.TargetList, pg_query.MakeResTargetNodeWithVal(proto.Clone(n).(*pg_query.Node), -1))
+	for _, h := range t.consts {
+		sel.TargetList = append(sel.TargetList, pg_query.MakeResTargetNodeWithVal(proto.Clone(h.node).(*pg_query.Node), -1))
 	}
 	sn := &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}
 	s, err := deparseStmt(sn)
@@ -151,25 +159,24 @@ func (t *totality) hoist(n *pg_query.Node, bind bool) (int, error) {
 		t.bySQL = map[string]int{}
 	}
 	if i, ok := t.bySQL[sql]; ok {
-		if bind && t.consts[i].Param == 0 {
-			t.consts[i].Param = t.nextParam()
+		if bind && t.consts[i].c.Param == 0 {
+			t.consts[i].c.Param = t.nextParam()
 		}
-		return t.consts[i].Param, nil
+		return t.consts[i].c.Param, nil
 	}
 	c := Const{SQL: sql}
 	if bind {
 		c.Param = t.nextParam()
 	}
 	t.bySQL[sql] = len(t.consts)
-	t.consts = append(t.consts, c)
-	t.nodes = append(t.nodes, n)
+	t.consts = append(t.consts, hoisted{c: c, node: n})
 	return c.Param, nil
 }
 
 func (t *totality) nextParam() int {
 	n := t.nparams
-	for _, c := range t.consts {
-		n = max(n, c.Param)
+	for _, h := range t.consts {
+		n = max(n, h.c.Param)
 	}
 	return n + 1
 }
@@ -317,47 +324,6 @@ func typeNameString(t *pg_query.TypeName) string {
 		s += "[]"
 	}
 	return s
-}
-
-// constFuncs may be evaluated when a constant is hoisted: they have no
-// side effect, read no table, sequence, file or setting (but the session's
-// time zone and date style, as any date input does), and use memory
-// bounded by their arguments' size (so repeat, lpad and rpad are not here)
-// and time bounded by it (so no regular expression: substring(x FROM
-// pattern) is not here, substr is).
-var constFuncs = map[string]bool{
-	// date and time
-	"now": true, "transaction_timestamp": true, "statement_timestamp": true, "clock_timestamp": true,
-	"to_date": true, "to_timestamp": true, "to_char": true, "to_number": true,
-	"make_date": true, "make_time": true, "make_timestamp": true, "make_timestamptz": true, "make_interval": true,
-	"date_trunc": true, "date_part": true, "extract": true, "date_bin": true, "age": true, "isfinite": true,
-	"justify_days": true, "justify_hours": true, "justify_interval": true, "timezone": true,
-	// strings
-	"lower": true, "upper": true, "initcap": true, "length": true, "char_length": true, "character_length": true,
-	"substr": true, "left": true, "right": true, "btrim": true, "ltrim": true, "rtrim": true,
-	"concat": true, "concat_ws": true, "replace": true, "split_part": true, "strpos": true, "position": true,
-	// numbers
-	"abs": true, "round": true, "trunc": true, "floor": true, "ceil": true, "ceiling": true, "sign": true,
-	"mod": true, "div": true, "sqrt": true, "cbrt": true, "power": true, "pow": true, "exp": true, "ln": true,
-	"log": true, "log10": true,
-}
-
-// constOps are the operators a hoisted constant may use.
-var constOps = map[string]bool{
-	"+": true, "-": true, "*": true, "/": true, "%": true, "^": true, "||": true,
-	"=": true, "<>": true, "!=": true, "<": true, ">": true, "<=": true, ">=": true,
-	"~~": true, "!~~": true, "~~*": true, "!~~*": true,
-}
-
-// constSQLValueFunctions are the SQL-standard date/time functions written
-// without parentheses (CURRENT_DATE, ...). CURRENT_USER and its kin would
-// name the upstream role: refused.
-var constSQLValueFunctions = map[pg_query.SQLValueFunctionOp]bool{
-	pg_query.SQLValueFunctionOp_SVFOP_CURRENT_DATE: true, pg_query.SQLValueFunctionOp_SVFOP_CURRENT_TIME: true,
-	pg_query.SQLValueFunctionOp_SVFOP_CURRENT_TIME_N: true, pg_query.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP: true,
-	pg_query.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP_N: true, pg_query.SQLValueFunctionOp_SVFOP_LOCALTIME: true,
-	pg_query.SQLValueFunctionOp_SVFOP_LOCALTIME_N: true, pg_query.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP: true,
-	pg_query.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP_N: true,
 }
 
 // constCheck checks that a constant expression uses only what may be

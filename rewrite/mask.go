@@ -36,7 +36,7 @@ ORDER BY c.relname, a.attnum`
 // order, in which every column that could count rows, pages, scans, tuples
 // or maintenance events, or hold a setting or a server path, is a
 // constant, and which returns only the rows a client may see. Which
-// relations, columns and rows: maskedRelations in catalogs.go. A column
+// relations, columns and rows: maskedRelations in allowlists.go. A column
 // not kept there is masked (NULL), so one added by a later PostgreSQL
 // version stays hidden until it is reviewed.
 
@@ -297,4 +297,27 @@ func (a *Analyzer) maskCatalogs(n *pg_query.Node) error {
 		return err == nil
 	})
 	return err
+}
+
+// maskPolicy says how a masked relation is read (mask.go): through a
+// subquery with the relation's columns in the same order, where the
+// columns in keep are themselves, those in consts a constant, every other
+// one NULL (a column a later PostgreSQL adds is NULL until reviewed), and
+// only the rows that meet rows ("" for all).
+type maskPolicy struct {
+	keep   map[string]bool
+	consts map[string]string
+	rows   string // an SQL condition on the relation's columns
+}
+
+// quotedNames lists a set's names as SQL string literals, sorted. The
+// names are constants of allowlists.go made of letters and _ only
+// (TestReadSettingsMasked).
+func quotedNames(set map[string]bool) string {
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, "'"+n+"'")
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }

@@ -214,3 +214,32 @@ func passThroughColumn(c *pg_query.ColumnRef) error {
 	}
 	return nil
 }
+
+// catalogRefusal returns why a pass-through query may not read the
+// relation schema.name of pg_catalog or information_schema, or "" if it
+// may (as it is, or masked).
+func catalogRefusal(schema, name string) string {
+	q := schema + "." + name
+	if catalogAllowlist[q] || schema == "pg_catalog" && maskedRelations[name] != nil {
+		return ""
+	}
+	if why, ok := refusedRelations[q]; ok {
+		return why
+	}
+	if statsViewPrefix(schema, name) {
+		return "statistics views hold counts of table rows or other sessions' activity"
+	}
+	return unlisted("it lists what clients need to browse the schema")
+}
+
+// relations builds a set of "schema.name" from pairs of a schema and a
+// space-separated list of names.
+func relations(pairs ...string) map[string]bool {
+	m := map[string]bool{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		for _, name := range strings.Fields(pairs[i+1]) {
+			m[pairs[i]+"."+name] = true
+		}
+	}
+	return m
+}

@@ -7,31 +7,6 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 )
 
-// settableSettings are the settings a client may change, by SET, RESET
-// or as startup parameters: they change how values are rendered or
-// compared, or how long statements may wait, never how SQL text is parsed,
-// which rows are read, what the proxy's upstream role may do, nor how the
-// database samples. Everything else is pinned: the upstream connections
-// start with the values of PinnedSettings, which RESET and DISCARD ALL
-// restore. Settings that change rendering are part of the answer cache's
-// key (proxy/answer.go), since a cached answer's group keys were rendered
-// under them.
-var settableSettings = map[string]bool{
-	"application_name":                    true,
-	"datestyle":                           true,
-	"intervalstyle":                       true,
-	"timezone":                            true,
-	"extra_float_digits":                  true,
-	"lc_monetary":                         true,
-	"lc_numeric":                          true,
-	"lc_time":                             true,
-	"bytea_output":                        true,
-	"statement_timeout":                   true,
-	"lock_timeout":                        true,
-	"idle_in_transaction_session_timeout": true,
-	"client_min_messages":                 true,
-}
-
 // RenderSettings are the settable settings that change how PostgreSQL
 // renders or compares the values of an answer; the answer cache keys on
 // their current values.
@@ -49,41 +24,9 @@ var RenderSettingsSQL = func() string {
 	return b.String()
 }()
 
-// PinnedSettings are set on every upstream query connection at connect
-// time (as startup parameters, so that RESET ALL and DISCARD ALL restore
-// them) and no client can change them: each one changes how PostgreSQL
-// reads the SQL text the proxy sends (client_encoding,
-// standard_conforming_strings, backslash_quote, transform_null_equals) or
-// what the session may do (read-only transactions). pg_query reads text
-// as UTF-8 with standard_conforming_strings on and backslash_quote
-// safe_encoding: the upstream must read it the same way.
-var PinnedSettings = map[string]string{
-	"client_encoding":               "UTF8",
-	"standard_conforming_strings":   "on",
-	"backslash_quote":               "safe_encoding",
-	"transform_null_equals":         "off",
-	"default_transaction_read_only": "on",
-	"search_path":                   "public",
-}
-
 // SettableSetting reports whether a client may change the named setting
 // (any case).
 func SettableSetting(name string) bool { return settableSettings[strings.ToLower(name)] }
-
-// refusedSettingReasons explain the refusal of some well-known settings.
-var refusedSettingReasons = map[string]string{
-	"seed":                          "it could steer sampling inside the database",
-	"search_path":                   "it could redirect table names",
-	"role":                          "it would change the upstream role",
-	"session_authorization":         "it would change the upstream role",
-	"default_transaction_read_only": "the upstream session must stay read-only",
-	"transaction_read_only":         "the upstream session must stay read-only",
-	"standard_conforming_strings":   "it changes how the SQL dpproxy sends is read",
-	"backslash_quote":               "it changes how the SQL dpproxy sends is read",
-	"transform_null_equals":         "it changes the meaning of the SQL dpproxy checked",
-	"row_security":                  "it changes which rows the upstream role reads",
-	"session_replication_role":      "it changes what the upstream session may do",
-}
 
 // SettingRefused is the refusal of a client's attempt to change a pinned
 // or unknown setting; loc is a node location, or -1.
@@ -281,4 +224,19 @@ func transactionOptions(opts []*pg_query.Node) error {
 		}
 	}
 	return nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
 }

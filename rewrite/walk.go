@@ -121,7 +121,7 @@ func relCTEIf(rv *pg_query.RangeVar, scope []string) relClass {
 }
 
 // resolve classifies every reference, refusing catalog relations that are
-// not on the allowlist (catalogs.go), cross-database names and tables that
+// not on the allowlist (allowlists.go), cross-database names and tables that
 // are not configured.
 func (a *Analyzer) resolve(refs []*relRef) error {
 	for _, r := range refs {
@@ -142,7 +142,7 @@ func (a *Analyzer) resolve(refs []*relRef) error {
 		}
 		switch r.schema {
 		case "pg_catalog", "information_schema":
-			// Only the relations on the allowlist of catalogs.go.
+			// Only the relations on the allowlist of allowlists.go.
 			if why := catalogRefusal(r.schema, r.name); why != "" {
 				return reject(CodeForbidden, rv.Location, "reading %s is refused: %s", r.qualified(), why)
 			}
@@ -162,4 +162,33 @@ func (a *Analyzer) resolve(refs []*relRef) error {
 		r.table = t
 	}
 	return nil
+}
+
+// replaceNodes visits every Node wrapper below n (pre-order); fn may change
+// x.Node in place and returns true to skip x's children.
+func replaceNodes(n *pg_query.Node, fn func(x *pg_query.Node) bool) {
+	var visit func(m protoreflect.Message)
+	visit = func(m protoreflect.Message) {
+		if x, ok := m.Interface().(*pg_query.Node); ok && fn(x) {
+			return
+		}
+		children(m, "", visit)
+	}
+	visit(n.ProtoReflect())
+}
+
+// describe prints a node for a message: its SQL when it deparses, else its
+// type.
+func describe(n *pg_query.Node) string {
+	if s, err := deparseExpr(n); err == nil && len(s) <= 80 {
+		return s
+	}
+	if n == nil || n.Node == nil {
+		return "an empty expression"
+	}
+	m := n.ProtoReflect()
+	if fd := m.WhichOneof(m.Descriptor().Oneofs().Get(0)); fd != nil {
+		return string(fd.Message().Name())
+	}
+	return "an expression"
 }

@@ -1,14 +1,244 @@
 package rewrite
 
 import (
-	"sort"
 	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
 )
 
-// This file holds every list that decides what a pass-through query (one
-// that reads no private table) may read of PostgreSQL's catalogs and which
-// functions it may call, so that a review of catalog access needs no other
-// file. Everything is an allowlist: a relation, column, setting or function
+// This file holds every list of the rewrite package that decides whether
+// a statement is accepted or refused, each with its reason, so that a
+// security review of what dpproxy lets through needs no other file. The
+// one exception is the totality table (totality.go: which types,
+// comparisons, casts and date/time fields a private query may compute on
+// row values), whose entries each come with the PostgreSQL behaviour
+// that makes them safe and its own test against PostgreSQL
+// (TestTotalityTableAgainstPostgres). Nearly everything is an allowlist:
+// what is not listed is refused, with 42501, so whatever a later
+// PostgreSQL adds stays refused until someone reviews it. The lists named
+// "refused..." or "known..." only choose the message and the code of a
+// refusal.
+//
+// Index, in the order of this file:
+//
+//	Private queries (a query that reads a private table)
+//	  systemColumns           columns refused anywhere in the query
+//	  dpAggregates            the aggregates released with noise
+//	  knownAggregates         other aggregates: refused with 0A000, not 42501
+//	  comparisonOps, likeOps, arithmeticOps, regexOps
+//	                          operators on row values
+//	  postFuncs               functions over released (noisy) values
+//	  constFuncs, constOps, constSQLValueFunctions
+//	                          what a constant the proxy evaluates may use
+//	  totality.go             scalarTypes, castTypeNames, comparable,
+//	                          castTotal, unify, extractFields, truncUnits,
+//	                          truncBounds: computations on row values
+//	Session settings
+//	  settableSettings        what SET, RESET and startup parameters may change
+//	  PinnedSettings          what every upstream connection starts with
+//	  refusedSettingReasons   why some well-known settings are refused
+//	  readableSettings        what current_setting, pg_settings and SHOW read
+//	Pass-through queries (catalogs, public tables, no table)
+//	  catalogAllowlist        catalog relations read as they are
+//	  refusedRelations        reviewed refusals, with their reasons
+//	  statsViewPrefix         statistics views: masked or refused
+//	  maskedRelations         catalog relations read through a mask (mask.go)
+//	  statsValueColumns       columns of pg_statistic_ext refused
+//	  passThroughFuncs        functions a pass-through query may call
+//	  refusedFuncReasons      why some well-known functions are refused
+//	  infoSchemaFuncs         information_schema helpers allowed
+//
+// Statement kinds are decided by code, not a list: classifyStmt
+// (analyze.go) accepts SELECT (pass-through or private), EXPLAIN, SET,
+// SHOW, RESET, DISCARD, transaction control and DEALLOCATE, and refuses
+// every other statement; the sizes a query may have are limits, not
+// lists (guard.go, work.go, arith.go).
+
+// ---- Private queries ----
+
+// systemColumns identify individual rows (or reveal physical layout).
+// A query over a private table that names one anywhere is refused with
+// 42501 (noSystemColumns, scope.go): ctid or xmin in a group key or a
+// condition would single out rows.
+var systemColumns = map[string]bool{
+	"ctid": true, "xmin": true, "xmax": true, "cmin": true, "cmax": true, "tableoid": true, "oid": true,
+}
+
+// dpAggregates are the aggregates the rewrite bounds. Each has its case
+// in aggregate (aggregates.go), its parts in the result layout
+// (layout.go), the template that bounds each unit's contribution to them
+// (template.go) and a mechanism in the proxy that noises them; any other
+// function over a private table's rows in the select list is refused.
+var dpAggregates = map[string]bool{
+	"count": true, "sum": true, "avg": true,
+	"variance": true, "var_samp": true, "var_pop": true, "stddev": true, "stddev_samp": true, "stddev_pop": true,
+	"percentile_cont": true, "percentile_disc": true,
+}
+
+// knownAggregates are aggregates of PostgreSQL that are not supported on
+// private tables: they get a 0A000 rather than a 42501.
+var knownAggregates = map[string]bool{
+	"min": true, "max": true, "mode": true,
+	"array_agg": true, "string_agg": true, "bool_and": true, "bool_or": true, "every": true,
+	"bit_and": true, "bit_or": true, "json_agg": true, "jsonb_agg": true, "corr": true, "covar_pop": true,
+	"covar_samp": true, "regr_count": true, "median": true, "json_object_agg": true, "xmlagg": true,
+}
+
+// Operators of conditions on a private table. comparisonOps and likeOps
+// compare row values in conditions, with the types the totality table
+// allows (predicates.go; a LIKE pattern must be a valid constant).
+// arithmeticOps are sent to the arithmetic check (arith.go), which allows
+// +, -, * and / by a non-zero constant on bounded columns, never in a
+// condition. regexOps are listed only to be refused by name: a regular
+// expression's errors and cost depend on the rows. Any other operator is
+// refused.
+var (
+	comparisonOps = map[string]bool{"=": true, "<>": true, "!=": true, "<": true, ">": true, "<=": true, ">=": true}
+	likeOps       = map[string]bool{"~~": true, "!~~": true, "~~*": true, "!~~*": true}
+	arithmeticOps = map[string]bool{"+": true, "-": true, "*": true, "/": true, "%": true, "^": true}
+	regexOps      = map[string]bool{"~": true, "~*": true, "!~": true, "!~*": true}
+)
+
+// postFuncs may be applied to noisy outputs (post-processing): they see
+// only released values.
+var postFuncs = map[string]bool{
+	"round": true, "trunc": true, "abs": true, "ceil": true, "ceiling": true, "floor": true, "sign": true,
+	"sqrt": true, "cbrt": true, "power": true, "pow": true, "exp": true, "ln": true, "log": true, "log10": true,
+	"to_char": true, "lower": true, "upper": true, "concat": true, "length": true, "date_trunc": true,
+	"date_part": true, "extract": true, "div": true, "mod": true,
+}
+
+// constFuncs may be evaluated when a constant is hoisted: they have no
+// side effect, read no table, sequence, file or setting (but the session's
+// time zone and date style, as any date input does), and use memory
+// bounded by their arguments' size (so repeat, lpad and rpad are not here)
+// and time bounded by it (so no regular expression: substring(x FROM
+// pattern) is not here, substr is).
+var constFuncs = map[string]bool{
+	// date and time
+	"now": true, "transaction_timestamp": true, "statement_timestamp": true, "clock_timestamp": true,
+	"to_date": true, "to_timestamp": true, "to_char": true, "to_number": true,
+	"make_date": true, "make_time": true, "make_timestamp": true, "make_timestamptz": true, "make_interval": true,
+	"date_trunc": true, "date_part": true, "extract": true, "date_bin": true, "age": true, "isfinite": true,
+	"justify_days": true, "justify_hours": true, "justify_interval": true, "timezone": true,
+	// strings
+	"lower": true, "upper": true, "initcap": true, "length": true, "char_length": true, "character_length": true,
+	"substr": true, "left": true, "right": true, "btrim": true, "ltrim": true, "rtrim": true,
+	"concat": true, "concat_ws": true, "replace": true, "split_part": true, "strpos": true, "position": true,
+	// numbers
+	"abs": true, "round": true, "trunc": true, "floor": true, "ceil": true, "ceiling": true, "sign": true,
+	"mod": true, "div": true, "sqrt": true, "cbrt": true, "power": true, "pow": true, "exp": true, "ln": true,
+	"log": true, "log10": true,
+}
+
+// constOps are the operators a hoisted constant may use. The proxy
+// evaluates such a constant before any private row is read (hoist.go), so
+// whether it fails depends on the query alone; these operators have no
+// side effect and cost no more than their operands' size.
+var constOps = map[string]bool{
+	"+": true, "-": true, "*": true, "/": true, "%": true, "^": true, "||": true,
+	"=": true, "<>": true, "!=": true, "<": true, ">": true, "<=": true, ">=": true,
+	"~~": true, "!~~": true, "~~*": true, "!~~*": true,
+}
+
+// constSQLValueFunctions are the SQL-standard date/time functions written
+// without parentheses (CURRENT_DATE, ...). CURRENT_USER and its kin would
+// name the upstream role: refused.
+var constSQLValueFunctions = map[pg_query.SQLValueFunctionOp]bool{
+	pg_query.SQLValueFunctionOp_SVFOP_CURRENT_DATE: true, pg_query.SQLValueFunctionOp_SVFOP_CURRENT_TIME: true,
+	pg_query.SQLValueFunctionOp_SVFOP_CURRENT_TIME_N: true, pg_query.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP: true,
+	pg_query.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP_N: true, pg_query.SQLValueFunctionOp_SVFOP_LOCALTIME: true,
+	pg_query.SQLValueFunctionOp_SVFOP_LOCALTIME_N: true, pg_query.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP: true,
+	pg_query.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP_N: true,
+}
+
+// ---- Session settings ----
+
+// settableSettings are the settings a client may change, by SET, RESET
+// or as startup parameters: they change how values are rendered or
+// compared, or how long statements may wait, never how SQL text is parsed,
+// which rows are read, what the proxy's upstream role may do, nor how the
+// database samples. Everything else is pinned: the upstream connections
+// start with the values of PinnedSettings, which RESET and DISCARD ALL
+// restore. Settings that change rendering are part of the answer cache's
+// key (proxy/answer.go), since a cached answer's group keys were rendered
+// under them.
+var settableSettings = map[string]bool{
+	"application_name":                    true,
+	"datestyle":                           true,
+	"intervalstyle":                       true,
+	"timezone":                            true,
+	"extra_float_digits":                  true,
+	"lc_monetary":                         true,
+	"lc_numeric":                          true,
+	"lc_time":                             true,
+	"bytea_output":                        true,
+	"statement_timeout":                   true,
+	"lock_timeout":                        true,
+	"idle_in_transaction_session_timeout": true,
+	"client_min_messages":                 true,
+}
+
+// PinnedSettings are set on every upstream query connection at connect
+// time (as startup parameters, so that RESET ALL and DISCARD ALL restore
+// them) and no client can change them: each one changes how PostgreSQL
+// reads the SQL text the proxy sends (client_encoding,
+// standard_conforming_strings, backslash_quote, transform_null_equals) or
+// what the session may do (read-only transactions). pg_query reads text
+// as UTF-8 with standard_conforming_strings on and backslash_quote
+// safe_encoding: the upstream must read it the same way.
+var PinnedSettings = map[string]string{
+	"client_encoding":               "UTF8",
+	"standard_conforming_strings":   "on",
+	"backslash_quote":               "safe_encoding",
+	"transform_null_equals":         "off",
+	"default_transaction_read_only": "on",
+	"search_path":                   "public",
+}
+
+// refusedSettingReasons explain the refusal of some well-known settings.
+var refusedSettingReasons = map[string]string{
+	"seed":                          "it could steer sampling inside the database",
+	"search_path":                   "it could redirect table names",
+	"role":                          "it would change the upstream role",
+	"session_authorization":         "it would change the upstream role",
+	"default_transaction_read_only": "the upstream session must stay read-only",
+	"transaction_read_only":         "the upstream session must stay read-only",
+	"standard_conforming_strings":   "it changes how the SQL dpproxy sends is read",
+	"backslash_quote":               "it changes how the SQL dpproxy sends is read",
+	"transform_null_equals":         "it changes the meaning of the SQL dpproxy checked",
+	"row_security":                  "it changes which rows the upstream role reads",
+	"session_replication_role":      "it changes what the upstream session may do",
+}
+
+// readableSettings are the settings a client may read, by current_setting
+// with a constant name, as rows of pg_settings or by SHOW (session.go)
+// (lower case): what clients ask for on connect, the server's version and
+// formatting. Others may hold anything an operator put in them (custom
+// settings, file paths), so current_setting of any other or a computed
+// name is refused and pg_settings shows no other row.
+var readableSettings = func() map[string]bool {
+	m := map[string]bool{
+		"server_version": true, "server_version_num": true, "server_encoding": true, "client_encoding": true,
+		"datestyle": true, "intervalstyle": true, "timezone": true, "standard_conforming_strings": true,
+		"integer_datetimes": true, "transaction_isolation": true, "default_transaction_isolation": true,
+		"transaction_read_only": true, "default_transaction_read_only": true, "search_path": true,
+		"max_identifier_length": true, "max_index_keys": true, "application_name": true,
+		"extra_float_digits": true, "lc_collate": true, "lc_ctype": true, "bytea_output": true,
+	}
+	// What a client may set, it may read (session.go).
+	for name := range settableSettings {
+		m[name] = true
+	}
+	return m
+}()
+
+// ---- Pass-through queries ----
+//
+// These lists decide what a pass-through query (one that reads no private
+// table) may read of PostgreSQL's catalogs and which functions it may
+// call, so that a review of catalog access needs no other section.
+// Everything is an allowlist: a relation, column, setting or function
 // that is not listed here is refused with 42501, so whatever a later
 // PostgreSQL adds stays refused until someone reviews it.
 //
@@ -185,46 +415,6 @@ func statsViewPrefix(schema, name string) bool {
 	return schema == "pg_catalog" && (strings.HasPrefix(name, "pg_stat_") || strings.HasPrefix(name, "pg_statio_"))
 }
 
-// catalogRefusal returns why a pass-through query may not read the
-// relation schema.name of pg_catalog or information_schema, or "" if it
-// may (as it is, or masked).
-func catalogRefusal(schema, name string) string {
-	q := schema + "." + name
-	if catalogAllowlist[q] || schema == "pg_catalog" && maskedRelations[name] != nil {
-		return ""
-	}
-	if why, ok := refusedRelations[q]; ok {
-		return why
-	}
-	if statsViewPrefix(schema, name) {
-		return "statistics views hold counts of table rows or other sessions' activity"
-	}
-	return unlisted("it lists what clients need to browse the schema")
-}
-
-// relations builds a set of "schema.name" from pairs of a schema and a
-// space-separated list of names.
-func relations(pairs ...string) map[string]bool {
-	m := map[string]bool{}
-	for i := 0; i+1 < len(pairs); i += 2 {
-		for _, name := range strings.Fields(pairs[i+1]) {
-			m[pairs[i]+"."+name] = true
-		}
-	}
-	return m
-}
-
-// maskPolicy says how a masked relation is read (mask.go): through a
-// subquery with the relation's columns in the same order, where the
-// columns in keep are themselves, those in consts a constant, every other
-// one NULL (a column a later PostgreSQL adds is NULL until reviewed), and
-// only the rows that meet rows ("" for all).
-type maskPolicy struct {
-	keep   map[string]bool
-	consts map[string]string
-	rows   string // an SQL condition on the relation's columns
-}
-
 // maskedRelations are the relations of pg_catalog a pass-through query
 // reads masked rather than refused, because clients need them.
 var maskedRelations = func() map[string]*maskPolicy {
@@ -275,40 +465,6 @@ var maskedRelations = func() map[string]*maskPolicy {
 	}
 	return m
 }()
-
-// readableSettings are the settings a client may read, by current_setting
-// with a constant name, as rows of pg_settings or by SHOW (session.go)
-// (lower case): what clients ask for on connect, the server's version and
-// formatting. Others may hold anything an operator put in them (custom
-// settings, file paths), so current_setting of any other or a computed
-// name is refused and pg_settings shows no other row.
-var readableSettings = func() map[string]bool {
-	m := map[string]bool{
-		"server_version": true, "server_version_num": true, "server_encoding": true, "client_encoding": true,
-		"datestyle": true, "intervalstyle": true, "timezone": true, "standard_conforming_strings": true,
-		"integer_datetimes": true, "transaction_isolation": true, "default_transaction_isolation": true,
-		"transaction_read_only": true, "default_transaction_read_only": true, "search_path": true,
-		"max_identifier_length": true, "max_index_keys": true, "application_name": true,
-		"extra_float_digits": true, "lc_collate": true, "lc_ctype": true, "bytea_output": true,
-	}
-	// What a client may set, it may read (session.go).
-	for name := range settableSettings {
-		m[name] = true
-	}
-	return m
-}()
-
-// quotedNames lists a set's names as SQL string literals, sorted. The
-// names are constants of this file made of letters and _ only
-// (TestReadSettingsMasked).
-func quotedNames(set map[string]bool) string {
-	names := make([]string, 0, len(set))
-	for n := range set {
-		names = append(names, "'"+n+"'")
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
 
 // statsValueColumns held the values of extended statistics in
 // pg_statistic_ext before PostgreSQL 12 (n-distinct counts, dependencies,

@@ -1,0 +1,280 @@
+package rewrite
+
+import (
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"google.golang.org/protobuf/proto"
+)
+
+// The checks of conditions (WHERE, FILTER, join conditions, CASE WHEN):
+// only conditions that cannot fail for any row.
+
+func aExprKindName(k pg_query.A_Expr_Kind) string {
+	switch k {
+	case pg_query.A_Expr_Kind_AEXPR_OP_ANY:
+		return "op ANY (...)"
+	case pg_query.A_Expr_Kind_AEXPR_OP_ALL:
+		return "op ALL (...)"
+	case pg_query.A_Expr_Kind_AEXPR_DISTINCT, pg_query.A_Expr_Kind_AEXPR_NOT_DISTINCT:
+		return "IS [NOT] DISTINCT FROM"
+	case pg_query.A_Expr_Kind_AEXPR_NULLIF:
+		return "NULLIF"
+	}
+	return k.String()
+}
+
+// conditions checks the join conditions and WHERE; their checked forms
+// replace them in the rewrite once nothing else reads the statement.
+func (p *planner) conditions(sel *pg_query.SelectStmt) error {
+	for _, q := range p.quals {
+		out, _, err := p.where(q)
+		if err != nil {
+			return err
+		}
+		p.tot.replaceLater(q, out)
+	}
+	if sel.WhereClause != nil {
+		out, _, err := p.where(sel.WhereClause)
+		if err != nil {
+			return err
+		}
+		p.tot.replaceLater(sel.WhereClause, out)
+	}
+	return nil
+}
+
+// pred checks a condition. Only conditions that cannot fail for any row
+// are allowed: comparisons of total values (comparable), IN, BETWEEN, IS
+// [NOT] DISTINCT FROM, IS [NOT] NULL, boolean tests and LIKE with a
+// constant, valid pattern.
+func (p *planner) pred(n *pg_query.Node) (texpr, error) {
+	if t, ok, err := p.constant(n); ok {
+		if err == nil && t.slot > 0 {
+			p.tot.check(t.slot, []string{"bool"}, "used as a condition")
+		}
+		return t, err
+	}
+	tname := p.table.QualifiedName()
+	switch x := n.GetNode().(type) {
+	case *pg_query.Node_BoolExpr:
+		c := proto.Clone(x.BoolExpr).(*pg_query.BoolExpr)
+		var d deps
+		for i, a := range c.Args {
+			t, err := p.pred(a)
+			if err != nil {
+				return texpr{}, err
+			}
+			c.Args[i], d = t.out, d|t.deps
+		}
+		return texpr{out: &pg_query.Node{Node: &pg_query.Node_BoolExpr{BoolExpr: c}}, typ: "bool", deps: d}, nil
+	case *pg_query.Node_AExpr:
+		return p.aExpr(x.AExpr)
+	case *pg_query.Node_NullTest:
+		t, err := p.operand(x.NullTest.Arg)
+		if err != nil {
+			return texpr{}, err
+		}
+		c := proto.Clone(x.NullTest).(*pg_query.NullTest)
+		c.Arg = t.out
+		return texpr{out: &pg_query.Node{Node: &pg_query.Node_NullTest{NullTest: c}}, typ: "bool", deps: t.deps}, nil
+	case *pg_query.Node_BooleanTest:
+		t, err := p.pred(x.BooleanTest.Arg)
+		if err != nil {
+			return texpr{}, err
+		}
+		c := proto.Clone(x.BooleanTest).(*pg_query.BooleanTest)
+		c.Arg = t.out
+		return texpr{out: &pg_query.Node{Node: &pg_query.Node_BooleanTest{BooleanTest: c}}, typ: "bool", deps: t.deps}, nil
+	case *pg_query.Node_SubLink:
+		return texpr{}, reject(CodeUnsupported, x.SubLink.Location, "subqueries are not supported in queries over private table %s", tname)
+	case *pg_query.Node_FuncCall:
+		if isAggregate(x.FuncCall) {
+			_, name := funcName(x.FuncCall)
+			return texpr{}, reject(CodeForbidden, x.FuncCall.Location, "aggregate %s is not allowed in WHERE on private table %s", name, tname)
+		}
+	}
+	return p.expr(n, true)
+}
+
+func (p *planner) aExpr(e *pg_query.A_Expr) (texpr, error) {
+	tname := p.table.QualifiedName()
+	if len(e.Name) != 1 || e.Name[0].GetString_() == nil {
+		return texpr{}, reject(CodeUnsupported, e.Location, "qualified operators (OPERATOR(...)) are not supported on private table %s", tname)
+	}
+	op := e.Name[0].GetString_().GetSval()
+	switch e.Kind {
+	case pg_query.A_Expr_Kind_AEXPR_OP:
+		switch {
+		case arithmeticOps[op]:
+			return p.operand(&pg_query.Node{Node: &pg_query.Node_AExpr{AExpr: e}})
+		case e.Lexpr == nil || e.Rexpr == nil:
+		case comparisonOps[op]:
+			return p.comparison(e, []*pg_query.Node{e.Rexpr})
+		case likeOps[op]:
+			return p.like(e)
+		case regexOps[op]:
+			return texpr{}, reject(CodeForbidden, e.Location, "regular expression operator %s is not allowed on private table %s", op, tname)
+		}
+		return texpr{}, reject(CodeForbidden, e.Location, "operator %s is not allowed in WHERE on private table %s", op, tname)
+	case pg_query.A_Expr_Kind_AEXPR_LIKE, pg_query.A_Expr_Kind_AEXPR_ILIKE:
+		return p.like(e)
+	case pg_query.A_Expr_Kind_AEXPR_SIMILAR:
+		return texpr{}, reject(CodeForbidden, e.Location, "SIMILAR TO is not allowed on private table %s", tname)
+	case pg_query.A_Expr_Kind_AEXPR_DISTINCT, pg_query.A_Expr_Kind_AEXPR_NOT_DISTINCT:
+		return p.comparison(e, []*pg_query.Node{e.Rexpr})
+	case pg_query.A_Expr_Kind_AEXPR_IN,
+		pg_query.A_Expr_Kind_AEXPR_BETWEEN, pg_query.A_Expr_Kind_AEXPR_NOT_BETWEEN,
+		pg_query.A_Expr_Kind_AEXPR_BETWEEN_SYM, pg_query.A_Expr_Kind_AEXPR_NOT_BETWEEN_SYM:
+		if l := e.Rexpr.GetList(); l != nil {
+			return p.comparison(e, l.Items)
+		}
+		return p.comparison(e, []*pg_query.Node{e.Rexpr})
+	}
+	return texpr{}, reject(CodeUnsupported, e.Location, "%s is not supported in WHERE on private table %s", aExprKindName(e.Kind), tname)
+}
+
+// operand checks an operand of a condition: a value expression without
+// arithmetic on columns. Such arithmetic is computed in numeric to be total
+// (arith), which in a condition could change which rows match (a float's
+// rounding, an integer division): refused there, as before.
+func (p *planner) operand(n *pg_query.Node) (texpr, error) {
+	var err error
+	replaceNodes(n, func(x *pg_query.Node) bool {
+		if err != nil || x.GetSubLink() != nil {
+			return true
+		}
+		if e := x.GetAExpr(); e != nil && e.Kind == pg_query.A_Expr_Kind_AEXPR_OP && len(e.Name) == 1 &&
+			arithmeticOps[e.Name[0].GetString_().GetSval()] && !isConstant(x) {
+			err = reject(CodeForbidden, e.Location, "arithmetic (%s) on a column is refused in conditions on private table %s: overflow or division errors would depend on private values",
+				e.Name[0].GetString_().GetSval(), p.table.QualifiedName())
+		}
+		return isConstant(x)
+	})
+	if err != nil {
+		return texpr{}, err
+	}
+	return p.expr(n, true)
+}
+
+// comparison checks x op y (or x IN (...), x BETWEEN a AND b): each right
+// side compared with x.
+func (p *planner) comparison(e *pg_query.A_Expr, rights []*pg_query.Node) (texpr, error) {
+	left, err := p.operand(e.Lexpr)
+	if err != nil {
+		return texpr{}, err
+	}
+	c := proto.Clone(e).(*pg_query.A_Expr)
+	c.Lexpr = left.out
+	d := left.deps
+	outs := make([]*pg_query.Node, len(rights))
+	parts := []texpr{left}
+	for i, r := range rights {
+		right, err := p.operand(r)
+		if err != nil {
+			return texpr{}, err
+		}
+		if err := p.compared(left, right, e.Location); err != nil {
+			return texpr{}, err
+		}
+		outs[i], d = right.out, d|right.deps
+		parts = append(parts, right)
+	}
+	if e.Kind == pg_query.A_Expr_Kind_AEXPR_IN && len(rights) > 1 {
+		// PostgreSQL converts x and every value of the list to one common
+		// type, per row when the conversion is not immutable (a date in a
+		// list with a timestamptz): each pair comparing safely is not
+		// enough, the whole list must unify totally, as CASE branches do
+		// (red team).
+		if _, _, err := p.unifyChecked(parts, "the values of an IN list", e.Location); err != nil {
+			return texpr{}, err
+		}
+	}
+	if l := c.Rexpr.GetList(); l != nil {
+		l.Items = outs
+	} else {
+		c.Rexpr = outs[0]
+	}
+	return texpr{out: &pg_query.Node{Node: &pg_query.Node_AExpr{AExpr: c}}, typ: "bool", deps: d}, nil
+}
+
+// compared checks that a and b may be compared (comparable); a side bound
+// per execution gets a type check instead.
+func (p *planner) compared(a, b texpr, loc int32) error {
+	aRun, bRun := a.slot > 0 || len(a.via) > 0, b.slot > 0 || len(b.via) > 0
+	switch {
+	case aRun && bRun:
+		// Both typed at run time: each must be comparable with the
+		// other's possible types; require one type family, any.
+		return reject(CodeForbidden, loc, "comparing %s with %s is refused on private table %s: neither side's type is known before the query runs",
+			describe(a.out), describe(b.out), p.table.QualifiedName())
+	case aRun:
+		p.slotCompared(a, b)
+		return nil
+	case bRun:
+		p.slotCompared(b, a)
+		return nil
+	case a.typ == unknownType || b.typ == unknownType:
+		return nil
+	case !comparable(a.typ, b.typ, a.lit, b.lit):
+		return reject(CodeForbidden, loc, "comparing %s (%s) with %s (%s) is refused on private table %s: PostgreSQL would convert one side in a way that can fail on some values",
+			describe(a.out), shownType(a.typ), describe(b.out), shownType(b.typ), p.table.QualifiedName()).
+			withHint("Cast the constant side to the column's type.")
+	}
+	return nil
+}
+
+// slotCompared records the types a value bound per execution may have to
+// be compared with other.
+func (p *planner) slotCompared(run, other texpr) {
+	if other.typ == unknownType || other.typ == "" {
+		return
+	}
+	for _, s := range append([]int{run.slot}, run.via...) {
+		if s > 0 {
+			p.tot.check(s, comparableTypes(other.typ), "compared with "+describe(other.out)+" ("+other.typ+")")
+		}
+	}
+}
+
+// like checks x LIKE pattern. PostgreSQL reports a malformed pattern (one
+// ending in the escape character) only when matching reaches that point,
+// so whether it fails depends on the rows: the pattern must be a constant
+// string, checked here.
+func (p *planner) like(e *pg_query.A_Expr) (texpr, error) {
+	tname := p.table.QualifiedName()
+	left, err := p.operand(e.Lexpr)
+	if err != nil {
+		return texpr{}, err
+	}
+	if f := scalarTypes[left.typ]; left.typ != "" && left.typ != unknownType && left.slot == 0 && f != famString {
+		return texpr{}, reject(CodeForbidden, e.Location, "LIKE on %s (%s) is refused on private table %s: only strings may be matched", describe(e.Lexpr), shownType(left.typ), tname)
+	}
+	pat := e.Rexpr
+	if tc := pat.GetTypeCast(); tc != nil {
+		if t, ok := castType(tc.TypeName); ok && scalarTypes[t] == famString {
+			pat = tc.Arg
+		}
+	}
+	c := pat.GetAConst()
+	if c == nil || c.GetSval() == nil {
+		return texpr{}, reject(CodeForbidden, e.Location, "a LIKE pattern must be a constant string on private table %s: an invalid pattern would fail depending on private values", tname)
+	}
+	if !validLikePattern(c.GetSval().GetSval()) {
+		return texpr{}, reject(CodeForbidden, c.Location, "LIKE pattern must not end with escape character")
+	}
+	out := proto.Clone(e).(*pg_query.A_Expr)
+	out.Lexpr = left.out
+	return texpr{out: &pg_query.Node{Node: &pg_query.Node_AExpr{AExpr: out}}, typ: "bool", deps: left.deps}, nil
+}
+
+// validLikePattern reports whether every backslash escapes a character.
+func validLikePattern(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' {
+			if i+1 >= len(s) {
+				return false
+			}
+			i++
+		}
+	}
+	return true
+}
