@@ -107,7 +107,7 @@ func (ss *session) analyze(ctx context.Context, sql string) ([]*rewrite.Statemen
 // texts from.
 func refusedText(sql string, err error) string {
 	var re *rewrite.RejectError
-	if errors.As(err, &re) && (re.Code == rewrite.CodeTooComplex || re.Code == rewrite.CodeProgramLimit) {
+	if errors.As(err, &re) && (re.Code == pgerr.StatementTooComplex || re.Code == pgerr.ProgramLimitExceeded) {
 		return ""
 	}
 	return sql

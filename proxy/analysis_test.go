@@ -14,11 +14,11 @@ import (
 )
 
 func TestRefusedText(t *testing.T) {
-	deep := &rewrite.RejectError{Code: rewrite.CodeTooComplex}
+	deep := &rewrite.RejectError{Code: pgerr.StatementTooComplex}
 	if got := refusedText("SELECT ((1))", deep); got != "" {
 		t.Errorf("refusedText of a guard refusal = %q: it would be fingerprinted by pg_query", got)
 	}
-	other := &rewrite.RejectError{Code: rewrite.CodeForbidden}
+	other := &rewrite.RejectError{Code: pgerr.InsufficientPrivilege}
 	if got := refusedText("SELECT 1", other); got != "SELECT 1" {
 		t.Errorf("refusedText of another refusal = %q", got)
 	}

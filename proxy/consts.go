@@ -89,7 +89,7 @@ func (ss *session) evalConstants(ctx context.Context, plan *rewrite.Plan, p *par
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) {
 				// About the client's own constants, which it may see.
-				return nil, &Error{Code: pgerr.Code(pgErr.Code), Message: pgErr.Message, Detail: pgErr.Detail, Cause: err,
+				return nil, &Error{Code: pgerr.Code(pgErr.Code), Refusal: true, Message: pgErr.Message, Detail: pgErr.Detail, Cause: err,
 					Hint: "dpproxy evaluates the constant expressions of a DP query before it reads any private row; nothing was charged"}
 			}
 			return nil, err

@@ -7,8 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
-
-	"github.com/dpproxy/dpproxy/rewrite"
 )
 
 // Error is the proxy's client-safe error: pgerr's, the one error type of
@@ -39,7 +37,7 @@ func privateFailed(cause error) *Error {
 const privateFailedMessage = "the database could not complete this DP query; the charge is kept"
 
 // sqlStater is implemented by every client-facing error of this module
-// (rewrite.RejectError, budget errors, scram errors, *Error).
+// (*Error, which rewrite.RejectError is, and the budget's errors).
 type sqlStater interface{ SQLState() string }
 
 // errorResponse maps any error to an ErrorResponse. The outermost error in
@@ -64,10 +62,7 @@ func errorResponse(err error) *pgproto3.ErrorResponse {
 			// No Position: PostgreSQL ran the proxy's deparse, not the
 			// client's text, so its offsets point elsewhere in the latter.
 		}
-	case *rewrite.RejectError:
-		return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: e.Code,
-			Message: e.Message, Detail: e.Detail, Hint: e.Hint, Position: e.Position}
-	case *Error:
+	case *Error: // the rewrite's refusals (rewrite.RejectError) too
 		return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: string(e.Code),
 			Message: e.Message, Detail: e.Detail, Hint: e.Hint, Position: e.Position}
 	}

@@ -279,18 +279,19 @@ func classify(err error) (outcome, code string) {
 	if err == nil {
 		return outcomeAnswered, ""
 	}
+	outcome = outcomeFailed
+	if pgerr.IsRefusal(err) {
+		outcome = outcomeRefused
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return outcomeFailed, pgErr.Code
+		return outcome, pgErr.Code
 	}
 	var s sqlStater
 	if !errors.As(err, &s) {
 		return outcomeFailed, string(pgerr.InternalError)
 	}
-	if pgerr.IsRefusal(err) {
-		return outcomeRefused, s.SQLState()
-	}
-	return outcomeFailed, s.SQLState()
+	return outcome, s.SQLState()
 }
 
 // safeReason is the text of err that may be logged: the message the client
@@ -301,14 +302,11 @@ func classify(err error) (outcome, code string) {
 // and the log keeps no query text, which may hold values the analyst typed.
 func safeReason(err error) string {
 	var pgErr *pgconn.PgError
-	var pe *Error
-	var rej *rewrite.RejectError
+	var pe *Error // the proxy's errors and the rewrite's refusals
 	var msg string
 	switch {
 	case errors.As(err, &pe):
 		msg = pe.Message
-	case errors.As(err, &rej):
-		msg = rej.Message
 	case errors.As(err, &pgErr):
 		return "database error " + pgErr.Code
 	default:

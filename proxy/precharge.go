@@ -80,7 +80,7 @@ func (ss *session) checkAnswerable(ctx context.Context, plan *rewrite.Plan, p *p
 				return err
 			}
 			ss.log.Warn("the rewritten query does not plan upstream", "code", pgErr.Code, "err", pgErr.Message)
-			return &Error{Code: pgerr.Code(pgErr.Code), Cause: err,
+			return &Error{Code: pgerr.Code(pgErr.Code), Refusal: true, Cause: err,
 				Message: "dpproxy cannot answer this query: the database refuses to plan it (a constant that does not fit the type it is compared with, an operation on constants that fails, or a limitation of dpproxy's rewrite); nothing was charged"}
 		}
 	}

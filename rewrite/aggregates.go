@@ -3,6 +3,8 @@ package rewrite
 import (
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -46,7 +48,7 @@ func (p *planner) addAggregate(fc *pg_query.FuncCall) (*Aggregate, error) {
 	if agg.Kind == AggCountDistinct {
 		for _, a := range p.aggs {
 			if a.agg.Kind == AggCountDistinct {
-				return nil, reject(CodeUnsupported, fc.Location, "only one count(DISTINCT col) per query is supported on private tables (besides the privacy unit)")
+				return nil, reject(pgerr.FeatureNotSupported, fc.Location, "only one count(DISTINCT col) per query is supported on private tables (besides the privacy unit)")
 			}
 		}
 	}
@@ -60,29 +62,29 @@ func (p *planner) aggregate(fc *pg_query.FuncCall) (agg *Aggregate, arg, filter 
 	schema, name := funcName(fc)
 	tname := p.table.QualifiedName()
 	if schema != "" && schema != "pg_catalog" {
-		return nil, nil, nil, reject(CodeForbidden, fc.Location, "function %s.%s is not allowed on private table %s", schema, name, tname)
+		return nil, nil, nil, reject(pgerr.InsufficientPrivilege, fc.Location, "function %s.%s is not allowed on private table %s", schema, name, tname)
 	}
 	if !dpAggregates[name] {
 		switch {
 		case name == "min" || name == "max":
-			return nil, nil, nil, reject(CodeUnsupported, fc.Location, "aggregate %s is not supported on private tables: one person's value would decide it; use percentile_cont(0.0 or 1.0) WITHIN GROUP (ORDER BY col) for a DP estimate", name)
+			return nil, nil, nil, reject(pgerr.FeatureNotSupported, fc.Location, "aggregate %s is not supported on private tables: one person's value would decide it; use percentile_cont(0.0 or 1.0) WITHIN GROUP (ORDER BY col) for a DP estimate", name)
 		case name == "median":
-			return nil, nil, nil, reject(CodeUnsupported, fc.Location, "median is not a PostgreSQL aggregate; use percentile_cont(0.5) WITHIN GROUP (ORDER BY col)")
+			return nil, nil, nil, reject(pgerr.FeatureNotSupported, fc.Location, "median is not a PostgreSQL aggregate; use percentile_cont(0.5) WITHIN GROUP (ORDER BY col)")
 		case knownAggregates[name]:
-			return nil, nil, nil, reject(CodeUnsupported, fc.Location, "aggregate %s is not supported on private tables; use count, sum, avg, variance, stddev or percentile_cont", name)
+			return nil, nil, nil, reject(pgerr.FeatureNotSupported, fc.Location, "aggregate %s is not supported on private tables; use count, sum, avg, variance, stddev or percentile_cont", name)
 		}
-		return nil, nil, nil, reject(CodeForbidden, fc.Location, "function %s is not allowed on private table %s", name, tname)
+		return nil, nil, nil, reject(pgerr.InsufficientPrivilege, fc.Location, "function %s is not allowed on private table %s", name, tname)
 	}
 	quantile := name == "percentile_cont" || name == "percentile_disc"
 	switch {
 	case fc.Over != nil:
-		return nil, nil, nil, reject(CodeUnsupported, fc.Location, "window function %s(...) OVER is not supported on private tables", name)
+		return nil, nil, nil, reject(pgerr.FeatureNotSupported, fc.Location, "window function %s(...) OVER is not supported on private tables", name)
 	case quantile && !fc.AggWithinGroup:
-		return nil, nil, nil, reject(CodeSyntax, fc.Location, "%s needs WITHIN GROUP (ORDER BY ...)", name)
+		return nil, nil, nil, reject(pgerr.SyntaxError, fc.Location, "%s needs WITHIN GROUP (ORDER BY ...)", name)
 	case !quantile && (len(fc.AggOrder) > 0 || fc.AggWithinGroup):
-		return nil, nil, nil, reject(CodeUnsupported, fc.Location, "ORDER BY inside aggregate %s is not supported", name)
+		return nil, nil, nil, reject(pgerr.FeatureNotSupported, fc.Location, "ORDER BY inside aggregate %s is not supported", name)
 	case fc.FuncVariadic:
-		return nil, nil, nil, reject(CodeUnsupported, fc.Location, "VARIADIC in aggregate %s is not supported", name)
+		return nil, nil, nil, reject(pgerr.FeatureNotSupported, fc.Location, "VARIADIC in aggregate %s is not supported", name)
 	}
 	if fc.AggFilter != nil {
 		if filter, _, err = p.where(fc.AggFilter); err != nil {
@@ -92,7 +94,7 @@ func (p *planner) aggregate(fc *pg_query.FuncCall) (agg *Aggregate, arg, filter 
 	agg = &Aggregate{Func: name, SumCol: -1, CountCol: -1, SumSqCol: -1, HistCol: -1}
 	if fc.AggStar {
 		if name != "count" {
-			return nil, nil, nil, reject(CodeSyntax, fc.Location, "%s(*) is not an aggregate", name)
+			return nil, nil, nil, reject(pgerr.SyntaxError, fc.Location, "%s(*) is not an aggregate", name)
 		}
 		agg.Kind = AggCount
 		return agg, nil, filter, nil
@@ -100,15 +102,15 @@ func (p *planner) aggregate(fc *pg_query.FuncCall) (agg *Aggregate, arg, filter 
 	argNode := (*pg_query.Node)(nil)
 	if quantile {
 		if len(fc.Args) != 1 || len(fc.AggOrder) != 1 {
-			return nil, nil, nil, reject(CodeUnsupported, fc.Location, "%s takes one fraction and one ORDER BY expression here", name)
+			return nil, nil, nil, reject(pgerr.FeatureNotSupported, fc.Location, "%s takes one fraction and one ORDER BY expression here", name)
 		}
 		q, ok := numConst(fc.Args[0])
 		if !ok || !(q >= 0 && q <= 1) {
-			return nil, nil, nil, reject(CodeUnsupported, fc.Location, "the fraction of %s must be a constant between 0 and 1 (arrays of fractions are not supported)", name)
+			return nil, nil, nil, reject(pgerr.FeatureNotSupported, fc.Location, "the fraction of %s must be a constant between 0 and 1 (arrays of fractions are not supported)", name)
 		}
 		sb := fc.AggOrder[0].GetSortBy()
 		if sb == nil || sb.SortbyDir == pg_query.SortByDir_SORTBY_USING || sb.SortbyNulls != pg_query.SortByNulls_SORTBY_NULLS_DEFAULT {
-			return nil, nil, nil, reject(CodeUnsupported, fc.Location, "%s supports a plain ORDER BY expression only", name)
+			return nil, nil, nil, reject(pgerr.FeatureNotSupported, fc.Location, "%s supports a plain ORDER BY expression only", name)
 		}
 		if sb.SortbyDir == pg_query.SortByDir_SORTBY_DESC {
 			q = 1 - q
@@ -117,12 +119,12 @@ func (p *planner) aggregate(fc *pg_query.FuncCall) (agg *Aggregate, arg, filter 
 		argNode = sb.Node
 	} else {
 		if len(fc.Args) != 1 {
-			return nil, nil, nil, reject(CodeUnsupported, fc.Location, "aggregate %s takes exactly one argument here", name)
+			return nil, nil, nil, reject(pgerr.FeatureNotSupported, fc.Location, "aggregate %s takes exactly one argument here", name)
 		}
 		argNode = fc.Args[0]
 	}
 	if fc.AggDistinct && name != "count" {
-		return nil, nil, nil, reject(CodeUnsupported, fc.Location, "DISTINCT inside %s is not supported", name)
+		return nil, nil, nil, reject(pgerr.FeatureNotSupported, fc.Location, "DISTINCT inside %s is not supported", name)
 	}
 	out, _, err := p.value(argNode, false)
 	if err != nil {
@@ -137,7 +139,7 @@ func (p *planner) aggregate(fc *pg_query.FuncCall) (agg *Aggregate, arg, filter 
 				return agg, out, filter, nil
 			}
 			if name != "count" {
-				return nil, nil, nil, reject(CodeForbidden, ref.Location, "%s(%s) is refused: %s is the privacy unit", name, c.name, c.name)
+				return nil, nil, nil, reject(pgerr.InsufficientPrivilege, ref.Location, "%s(%s) is refused: %s is the privacy unit", name, c.name, c.name)
 			}
 		}
 	}
@@ -159,13 +161,13 @@ func (p *planner) aggregate(fc *pg_query.FuncCall) (agg *Aggregate, arg, filter 
 	lo, hi, ok := p.argBounds(argNode)
 	if ref := argNode.GetColumnRef(); !ok && ref != nil {
 		c, _ := p.column(ref)
-		return nil, nil, nil, reject(CodeForbidden, ref.Location, "%s(%s) needs clamping bounds for column %s", name, c.name, c.name).
-			withHint("Add lower and upper under tables.%s.columns.%s in the configuration.", tname, c.name)
+		return nil, nil, nil, reject(pgerr.InsufficientPrivilege, ref.Location, "%s(%s) needs clamping bounds for column %s", name, c.name, c.name).
+			WithHint("Add lower and upper under tables.%s.columns.%s in the configuration.", tname, c.name)
 	}
 	if !ok {
 		what := describe(argNode)
-		return nil, nil, nil, reject(CodeForbidden, fc.Location, "%s(%s) needs clamping bounds: its argument must be a column with lower and upper bounds, or an expression (CASE, arithmetic with constants) of such columns", name, what).
-			withHint("Add lower and upper under tables.%s.columns in the configuration.", tname)
+		return nil, nil, nil, reject(pgerr.InsufficientPrivilege, fc.Location, "%s(%s) needs clamping bounds: its argument must be a column with lower and upper bounds, or an expression (CASE, arithmetic with constants) of such columns", name, what).
+			WithHint("Add lower and upper under tables.%s.columns in the configuration.", tname)
 	}
 	agg.Lower, agg.Upper = lo, hi
 	switch name {
@@ -179,7 +181,7 @@ func (p *planner) aggregate(fc *pg_query.FuncCall) (agg *Aggregate, arg, filter 
 		agg.Stddev = strings.HasPrefix(name, "stddev")
 	case "percentile_cont", "percentile_disc":
 		if !(lo < hi) {
-			return nil, nil, nil, reject(CodeUnsupported, fc.Location, "%s needs lower < upper bounds for its argument", name)
+			return nil, nil, nil, reject(pgerr.FeatureNotSupported, fc.Location, "%s needs lower < upper bounds for its argument", name)
 		}
 	}
 	return agg, out, filter, nil

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"github.com/pganalyze/pg_query_go/v5/parser"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -161,7 +163,7 @@ func (a *Analyzer) Analyze(sql string) ([]*Statement, error) {
 			continue
 		}
 		if len(tree.Stmts) != 1 {
-			return nil, &RejectError{Code: CodeSyntax, Message: "EXPLAIN DP needs a query", Position: source{orig: sql}.position(int32(p.start))}
+			return nil, &RejectError{Code: pgerr.SyntaxError, Refusal: true, Message: "EXPLAIN DP needs a query", Position: source{orig: sql}.position(int32(p.start))}
 		}
 		st, err := a.statement(src, tree.Stmts[0], true)
 		if err != nil {
@@ -177,7 +179,7 @@ func (a *Analyzer) Analyze(sql string) ([]*Statement, error) {
 }
 
 func syntaxError(err error, src source) error {
-	re := &RejectError{Code: CodeSyntax, Message: err.Error()}
+	re := &RejectError{Code: pgerr.SyntaxError, Refusal: true, Message: err.Error()}
 	var pe *parser.Error
 	if errors.As(err, &pe) && pe.Cursorpos > 0 {
 		re.Position = int32(utf8.RuneCountInString(src.orig[:src.base])) + int32(pe.Cursorpos)
@@ -240,7 +242,7 @@ func (a *Analyzer) statement(src source, raw *pg_query.RawStmt, explainDP bool) 
 	}
 	if explainDP {
 		if st.Kind != KindPrivate {
-			return nil, &RejectError{Code: CodeUnsupported, Message: "EXPLAIN DP applies to queries over private tables",
+			return nil, &RejectError{Code: pgerr.FeatureNotSupported, Refusal: true, Message: "EXPLAIN DP applies to queries over private tables",
 				Position: src.position(raw.StmtLocation)}
 		}
 		st.Kind = KindExplainDP
@@ -252,7 +254,7 @@ func (a *Analyzer) statement(src source, raw *pg_query.RawStmt, explainDP bool) 
 	}
 	fp, err := pg_query.Fingerprint(key)
 	if err != nil {
-		return nil, src.fix(reject(CodeUnsupported, -1, "statement cannot be fingerprinted: %v", err))
+		return nil, src.fix(reject(pgerr.FeatureNotSupported, -1, "statement cannot be fingerprinted: %v", err))
 	}
 	st.Fingerprint = fp
 	st.Key = key
@@ -284,12 +286,12 @@ func portable(n *pg_query.Node) error {
 		switch x := m.Interface().(type) {
 		case *pg_query.Float:
 			if strings.ContainsAny(x.Fval, "xXoObB_") {
-				err = reject(CodeUnsupported, -1, "the number %s is PostgreSQL 16 syntax: write it in plain decimal", x.Fval)
+				err = reject(pgerr.FeatureNotSupported, -1, "the number %s is PostgreSQL 16 syntax: write it in plain decimal", x.Fval)
 			}
 		case *pg_query.RangeSubselect:
 			if x.Alias == nil {
-				err = reject(CodeSyntax, -1, "subquery in FROM must have an alias").
-					withHint("For example, FROM (SELECT ...) [AS] foo.")
+				err = reject(pgerr.SyntaxError, -1, "subquery in FROM must have an alias").
+					WithHint("For example, FROM (SELECT ...) [AS] foo.")
 			}
 		}
 		return err == nil
@@ -331,7 +333,7 @@ func (a *Analyzer) classifyStmt(raw *pg_query.RawStmt, text string) (*Statement,
 	case *pg_query.Node_DeallocateStmt:
 		return &Statement{Kind: KindDeallocate, SQL: text, Tag: "DEALLOCATE", Deallocate: n.DeallocateStmt.Name}, nil
 	}
-	return nil, reject(CodeForbidden, raw.StmtLocation, "writes and DDL are refused: %s is not a query", stmtName(raw.Stmt))
+	return nil, reject(pgerr.InsufficientPrivilege, raw.StmtLocation, "writes and DDL are refused: %s is not a query", stmtName(raw.Stmt))
 }
 
 // stmtName names a statement type for messages ("InsertStmt" -> "INSERT").

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -36,10 +38,10 @@ func (p *planner) arithInRange(n *pg_query.Node) error {
 	tname := p.table.QualifiedName()
 	lo, hi, empty, ok := p.bounds1(n)
 	if !ok {
-		return reject(CodeForbidden, exprLocation(n), "arithmetic %s is refused on private table %s: only bounded columns and constants may be combined (a parameter's value is not known when the query is checked)", describe(n), tname)
+		return reject(pgerr.InsufficientPrivilege, exprLocation(n), "arithmetic %s is refused on private table %s: only bounded columns and constants may be combined (a parameter's value is not known when the query is checked)", describe(n), tname)
 	}
 	if !empty && !(math.Abs(lo) <= maxArithValue && math.Abs(hi) <= maxArithValue) {
-		return reject(CodeForbidden, exprLocation(n), "arithmetic %s is refused on private table %s: its value could exceed ±1e100 (an overflow would depend on private values)", describe(n), tname)
+		return reject(pgerr.InsufficientPrivilege, exprLocation(n), "arithmetic %s is refused on private table %s: its value could exceed ±1e100 (an overflow would depend on private values)", describe(n), tname)
 	}
 	consts := 0
 	var err error
@@ -49,11 +51,11 @@ func (p *planner) arithInRange(n *pg_query.Node) error {
 			return err == nil
 		}
 		if consts++; consts > maxArithConsts {
-			err = reject(CodeForbidden, c.Location, "arithmetic %s is refused on private table %s: at most %d constants may be combined with columns", describe(n), tname, maxArithConsts)
+			err = reject(pgerr.InsufficientPrivilege, c.Location, "arithmetic %s is refused on private table %s: at most %d constants may be combined with columns", describe(n), tname, maxArithConsts)
 			return false
 		}
 		if f := c.GetFval(); f != nil && decimalScale(f.Fval) > maxArithScale {
-			err = reject(CodeForbidden, c.Location, "constant %s is refused in arithmetic on private table %s: at most %d digits after the point", f.Fval, tname, maxArithScale)
+			err = reject(pgerr.InsufficientPrivilege, c.Location, "constant %s is refused in arithmetic on private table %s: at most %d digits after the point", f.Fval, tname, maxArithScale)
 		}
 		return err == nil
 	})
@@ -111,7 +113,7 @@ func (p *planner) arith(e *pg_query.A_Expr, key bool) (texpr, error) {
 	switch op {
 	case "+", "-", "*", "/":
 	default:
-		return texpr{}, reject(CodeForbidden, e.Location, "operator %s is not allowed on the values of private table %s", op, tname)
+		return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "operator %s is not allowed on the values of private table %s", op, tname)
 	}
 	c := proto.Clone(e).(*pg_query.A_Expr)
 	var d deps
@@ -128,11 +130,11 @@ func (p *planner) arith(e *pg_query.A_Expr, key bool) (texpr, error) {
 		if t.deps&depColumn != 0 {
 			if ref := (*side).GetColumnRef(); ref != nil {
 				if _, _, ok := p.argBounds(*side); !ok {
-					return texpr{}, reject(CodeForbidden, e.Location, "arithmetic on column %s is refused on private table %s: it needs lower and upper bounds and a number type (overflow would depend on private values)", describe(*side), tname)
+					return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "arithmetic on column %s is refused on private table %s: it needs lower and upper bounds and a number type (overflow would depend on private values)", describe(*side), tname)
 				}
 				out = p.arithOperand(ref, out)
 			} else if (*side).GetAExpr() == nil {
-				return texpr{}, reject(CodeForbidden, e.Location, "arithmetic on %s is refused on private table %s: only bounded columns and constants may be combined", describe(*side), tname)
+				return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "arithmetic on %s is refused on private table %s: only bounded columns and constants may be combined", describe(*side), tname)
 			}
 		}
 		*side = out
@@ -140,7 +142,7 @@ func (p *planner) arith(e *pg_query.A_Expr, key bool) (texpr, error) {
 	if d&depColumn != 0 && op == "/" {
 		v, ok := numConst(e.Rexpr)
 		if key || !ok || v == 0 {
-			return texpr{}, reject(CodeForbidden, e.Location, "division is refused in group keys and conditions, and elsewhere allowed only by a non-zero constant, on private table %s", tname)
+			return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "division is refused in group keys and conditions, and elsewhere allowed only by a non-zero constant, on private table %s", tname)
 		}
 	}
 	if err := p.arithInRange(n); err != nil {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
@@ -140,8 +142,8 @@ func TestCatalogAllowlistRefuses(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := a.Analyze(c.sql)
 			var re *RejectError
-			if !errors.As(err, &re) || re.Code != CodeForbidden {
-				t.Fatalf("Analyze(%q) = %v, want SQLSTATE %s", c.sql, err, CodeForbidden)
+			if !errors.As(err, &re) || re.Code != pgerr.InsufficientPrivilege {
+				t.Fatalf("Analyze(%q) = %v, want SQLSTATE %s", c.sql, err, pgerr.InsufficientPrivilege)
 			}
 			if !strings.Contains(re.Message, c.want) {
 				t.Errorf("Analyze(%q) = %q, want a message containing %q", c.sql, re.Message, c.want)

@@ -3,6 +3,8 @@ package rewrite
 import (
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
 )
@@ -86,10 +88,10 @@ func (p *planner) expr(n *pg_query.Node, key bool) (texpr, error) {
 		}
 		to, ok := castType(x.TypeCast.TypeName)
 		if !ok || len(x.TypeCast.TypeName.Typmods) > 0 {
-			return texpr{}, reject(CodeForbidden, x.TypeCast.Location, "a cast of a column to type %s is refused on private table %s: it can fail depending on private values", typeNameString(x.TypeCast.TypeName), tname)
+			return texpr{}, reject(pgerr.InsufficientPrivilege, x.TypeCast.Location, "a cast of a column to type %s is refused on private table %s: it can fail depending on private values", typeNameString(x.TypeCast.TypeName), tname)
 		}
 		if !castOK(arg.typ, to) {
-			return texpr{}, reject(CodeForbidden, x.TypeCast.Location, "a cast of %s (%s) to %s is refused on private table %s: it can fail depending on private values (casts that cannot: to text, widening numbers, timestamps to date)", describe(x.TypeCast.Arg), shownType(arg.typ), to, tname)
+			return texpr{}, reject(pgerr.InsufficientPrivilege, x.TypeCast.Location, "a cast of %s (%s) to %s is refused on private table %s: it can fail depending on private values (casts that cannot: to text, widening numbers, timestamps to date)", describe(x.TypeCast.Arg), shownType(arg.typ), to, tname)
 		}
 		c := proto.Clone(x.TypeCast).(*pg_query.TypeCast)
 		c.Arg = arg.out
@@ -124,9 +126,9 @@ func (p *planner) expr(n *pg_query.Node, key bool) (texpr, error) {
 	case *pg_query.Node_BoolExpr, *pg_query.Node_NullTest, *pg_query.Node_BooleanTest:
 		return p.pred(n)
 	case *pg_query.Node_SubLink:
-		return texpr{}, reject(CodeUnsupported, x.SubLink.Location, "subqueries are not supported in queries over private table %s", tname)
+		return texpr{}, reject(pgerr.FeatureNotSupported, x.SubLink.Location, "subqueries are not supported in queries over private table %s", tname)
 	}
-	return texpr{}, reject(CodeUnsupported, -1, "%s is not supported in a query over private table %s; use CASE WHEN ... THEN ... END for conditions", describe(n), tname)
+	return texpr{}, reject(pgerr.FeatureNotSupported, -1, "%s is not supported in a query over private table %s; use CASE WHEN ... THEN ... END for conditions", describe(n), tname)
 }
 
 // castOK reports whether a cast of a value of type from to type to is
@@ -165,7 +167,7 @@ func (p *planner) caseExpr(ce *pg_query.CaseExpr, key bool) (texpr, error) {
 	for _, w := range c.Args {
 		cw := w.GetCaseWhen()
 		if cw == nil {
-			return texpr{}, reject(CodeUnsupported, c.Location, "malformed CASE")
+			return texpr{}, reject(pgerr.FeatureNotSupported, c.Location, "malformed CASE")
 		}
 		if c.Arg != nil {
 			// CASE x WHEN v: x = v.
@@ -233,7 +235,7 @@ func (p *planner) unifyChecked(parts []texpr, what string, loc int32) (string, [
 		for _, t := range types {
 			shown = append(shown, shownType(t))
 		}
-		return "", nil, reject(CodeForbidden, loc, "%s have types %s on private table %s: PostgreSQL would convert some to a common type in a way that can fail on some values", what, strings.Join(shown, ", "), p.table.QualifiedName())
+		return "", nil, reject(pgerr.InsufficientPrivilege, loc, "%s have types %s on private table %s: PostgreSQL would convert some to a common type in a way that can fail on some values", what, strings.Join(shown, ", "), p.table.QualifiedName())
 	}
 	if len(slots) == 0 {
 		return typ, nil, nil // "text" when every part is an untyped literal, as in PostgreSQL

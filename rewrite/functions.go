@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
 )
@@ -29,10 +31,10 @@ func (p *planner) valueFunc(fc *pg_query.FuncCall, key bool) (texpr, error) {
 	tname := p.table.QualifiedName()
 	schema, name := funcName(fc)
 	if isAggregate(fc) {
-		return texpr{}, reject(CodeUnsupported, fc.Location, "aggregate %s is not allowed inside a group key, a condition or another aggregate", name)
+		return texpr{}, reject(pgerr.FeatureNotSupported, fc.Location, "aggregate %s is not allowed inside a group key, a condition or another aggregate", name)
 	}
 	if schema != "" && schema != "pg_catalog" || fc.AggDistinct || fc.FuncVariadic || len(fc.AggOrder) > 0 {
-		return texpr{}, reject(CodeForbidden, fc.Location, "function %s is not allowed on private table %s", name, tname)
+		return texpr{}, reject(pgerr.InsufficientPrivilege, fc.Location, "function %s is not allowed on private table %s", name, tname)
 	}
 	c := proto.Clone(fc).(*pg_query.FuncCall)
 	node := &pg_query.Node{Node: &pg_query.Node_FuncCall{FuncCall: c}}
@@ -46,7 +48,7 @@ func (p *planner) valueFunc(fc *pg_query.FuncCall, key bool) (texpr, error) {
 			return texpr{}, err
 		}
 		if a.typ != unknownType && a.typ != "" && scalarTypes[a.typ] != famString {
-			return texpr{}, reject(CodeForbidden, fc.Location, "%s of %s (%s) is refused on private table %s: only strings", name, describe(c.Args[0]), shownType(a.typ), tname)
+			return texpr{}, reject(pgerr.InsufficientPrivilege, fc.Location, "%s of %s (%s) is refused on private table %s: only strings", name, describe(c.Args[0]), shownType(a.typ), tname)
 		}
 		c.Args[0] = a.out
 		return texpr{out: node, typ: "text", deps: a.deps}, nil
@@ -76,10 +78,10 @@ func (p *planner) valueFunc(fc *pg_query.FuncCall, key bool) (texpr, error) {
 			if name == "date_part" && a.typ == "date" {
 				hint = " (date_part of a date converts it to timestamp, which fails beyond 294276 AD; use extract)"
 			}
-			return texpr{}, reject(CodeForbidden, fc.Location, "%s of %s (%s) is refused on private table %s%s", name, describe(c.Args[1]), shownType(a.typ), tname, hint)
+			return texpr{}, reject(pgerr.InsufficientPrivilege, fc.Location, "%s of %s (%s) is refused on private table %s%s", name, describe(c.Args[1]), shownType(a.typ), tname, hint)
 		}
 		if !ok || !contains(units, u) {
-			return texpr{}, reject(CodeForbidden, fc.Location, "%s of %s on private table %s needs a constant unit valid for type %s (%s): PostgreSQL checks the unit only when a row reaches it",
+			return texpr{}, reject(pgerr.InsufficientPrivilege, fc.Location, "%s of %s on private table %s needs a constant unit valid for type %s (%s): PostgreSQL checks the unit only when a row reaches it",
 				name, describe(c.Args[1]), tname, shownType(a.typ), strings.Join(units, ", "))
 		}
 		c.Args[1] = a.out
@@ -110,10 +112,10 @@ func (p *planner) valueFunc(fc *pg_query.FuncCall, key bool) (texpr, error) {
 		b2, ok2 := numConst(c.Args[2])
 		nb, ok3 := numConst(c.Args[3])
 		if ref == nil || lo > hi || !ok1 || !ok2 || !ok3 || b1 == b2 || nb < 1 || nb != math.Trunc(nb) || nb >= math.MaxInt32 {
-			return texpr{}, reject(CodeForbidden, fc.Location, "width_bucket on private table %s needs a column with bounds and constant, distinct bounds and a positive bucket count", tname)
+			return texpr{}, reject(pgerr.InsufficientPrivilege, fc.Location, "width_bucket on private table %s needs a column with bounds and constant, distinct bounds and a positive bucket count", tname)
 		}
 		if _, _, ok := p.argBounds(c.Args[0]); !ok {
-			return texpr{}, reject(CodeForbidden, fc.Location, "width_bucket on private table %s needs a column with lower and upper bounds", tname)
+			return texpr{}, reject(pgerr.InsufficientPrivilege, fc.Location, "width_bucket on private table %s needs a column with lower and upper bounds", tname)
 		}
 		if _, err := p.expr(c.Args[0], key); err != nil {
 			return texpr{}, err
@@ -126,7 +128,7 @@ func (p *planner) valueFunc(fc *pg_query.FuncCall, key bool) (texpr, error) {
 		c.Args[0] = clampNode(c.Args[0], lo, hi)
 		return texpr{out: node, typ: "int4", deps: depColumn}, nil
 	}
-	return texpr{}, reject(CodeForbidden, fc.Location, "function %s is not allowed on the values of private table %s: only functions that cannot fail for any value are (lower, upper, date_trunc, extract, date_part, width_bucket), or functions of constants alone", name, tname)
+	return texpr{}, reject(pgerr.InsufficientPrivilege, fc.Location, "function %s is not allowed on the values of private table %s: only functions that cannot fail for any value are (lower, upper, date_trunc, extract, date_part, width_bucket), or functions of constants alone", name, tname)
 }
 
 // truncGuard is CASE WHEN x >= lo AND x <= hi OR NOT isfinite(x) THEN x

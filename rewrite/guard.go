@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // The guard before the parser. pg_query parses in C, on the C stack of the
@@ -65,13 +66,6 @@ const (
 	workPerToken = 5
 )
 
-// Codes of the guard's refusals, as PostgreSQL raises them for a query too
-// deep (stack depth limit exceeded) and for one too large.
-const (
-	CodeTooComplex   = "54001" // statement_too_complex
-	CodeProgramLimit = "54000" // program_limit_exceeded
-)
-
 // guardLimits are the guard's bounds.
 type guardLimits struct {
 	maxDepth  int
@@ -107,14 +101,14 @@ func guardText(sql string, g guardLimits) error {
 	st := scanComplexity(sql, g)
 	switch {
 	case st.tokens > g.maxTokens:
-		return reject(CodeProgramLimit, -1, "query has more than %d tokens (limits.max_query_tokens)", g.maxTokens).
-			withHint("Split the query, or pass long lists of values as an array parameter.")
+		return reject(pgerr.ProgramLimitExceeded, -1, "query has more than %d tokens (limits.max_query_tokens)", g.maxTokens).
+			WithHint("Split the query, or pass long lists of values as an array parameter.")
 	case st.depth > g.maxDepth:
-		return reject(CodeTooComplex, -1, "query is nested too deeply: estimated depth over %d (limits.max_query_depth)", g.maxDepth).
-			withHint("Long chains of operators (a + b + c ...), joins or UNIONs and deep nesting count; split the query or use a list, IN or an array.")
+		return reject(pgerr.StatementTooComplex, -1, "query is nested too deeply: estimated depth over %d (limits.max_query_depth)", g.maxDepth).
+			WithHint("Long chains of operators (a + b + c ...), joins or UNIONs and deep nesting count; split the query or use a list, IN or an array.")
 	case st.work > g.maxWork:
-		return reject(CodeTooComplex, -1, "query is too complex: its nested expressions would take too long to analyse (limits.max_query_tokens × %d, summed over the depth of every token)", workPerToken).
-			withHint("Split the query, or shorten its chains of operators.")
+		return reject(pgerr.StatementTooComplex, -1, "query is too complex: its nested expressions would take too long to analyse (limits.max_query_tokens × %d, summed over the depth of every token)", workPerToken).
+			WithHint("Split the query, or shorten its chains of operators.")
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/dpproxy/dpproxy/conf"
 )
 
@@ -162,7 +164,7 @@ func TestGuardRefuses(t *testing.T) {
 			for _, m := range []int{n + 1, 2 * n, 25_000} {
 				_, err := a.Analyze(s.text(m))
 				var re *RejectError
-				if !errors.As(err, &re) || (re.Code != CodeTooComplex && re.Code != CodeProgramLimit) {
+				if !errors.As(err, &re) || (re.Code != pgerr.StatementTooComplex && re.Code != pgerr.ProgramLimitExceeded) {
 					t.Errorf("Analyze(%s ×%d) = %v, want 54001 or 54000", s.name, m, err)
 				}
 			}
@@ -272,7 +274,7 @@ func FuzzDeepExpressions(f *testing.F) {
 		if !errors.As(err, &re) || len(re.Code) != 5 {
 			t.Fatalf("Analyze(%.200q…) = %v: not a RejectError with a SQLSTATE", sql, err)
 		}
-		if (over.depth > a.guard.maxDepth || over.tokens > a.guard.maxTokens || over.work > a.guard.maxWork) && re.Code != CodeTooComplex && re.Code != CodeProgramLimit {
+		if (over.depth > a.guard.maxDepth || over.tokens > a.guard.maxTokens || over.work > a.guard.maxWork) && re.Code != pgerr.StatementTooComplex && re.Code != pgerr.ProgramLimitExceeded {
 			t.Fatalf("Analyze(%.200q…) over the guard's limits = %s %s, want 54001 or 54000", sql, re.Code, re.Message)
 		}
 	})

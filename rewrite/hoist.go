@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
 )
@@ -62,7 +64,7 @@ func (c TypeCheck) Check(oid uint32) error {
 	if name == "" {
 		name = "type oid " + strconv.FormatUint(uint64(oid), 10)
 	}
-	return &RejectError{Code: CodeForbidden, Message: "$" + strconv.Itoa(c.Param) + " has type " + name + ", which cannot be " + c.What +
+	return &RejectError{Code: pgerr.InsufficientPrivilege, Refusal: true, Message: "$" + strconv.Itoa(c.Param) + " has type " + name + ", which cannot be " + c.What +
 		" without a conversion that can fail on some rows; allowed: " + strings.Join(c.Types, ", ")}
 }
 
@@ -349,7 +351,7 @@ func (p *planner) constCheck(n *pg_query.Node) (*pg_query.Node, error) {
 			return nil
 		case *pg_query.Node_TypeCast:
 			if _, ok := castType(x.TypeCast.TypeName); !ok {
-				return reject(CodeForbidden, x.TypeCast.Location, "a cast to type %s is not allowed in a query over private table %s: only casts to the scalar types of dpproxy's totality table are (%s)",
+				return reject(pgerr.InsufficientPrivilege, x.TypeCast.Location, "a cast to type %s is not allowed in a query over private table %s: only casts to the scalar types of dpproxy's totality table are (%s)",
 					typeNameString(x.TypeCast.TypeName), tname, strings.Join(sortedCastTypes(), ", "))
 			}
 			return check(x.TypeCast.Arg)
@@ -358,7 +360,7 @@ func (p *planner) constCheck(n *pg_query.Node) (*pg_query.Node, error) {
 			schema, name := funcName(fc)
 			if (schema != "" && schema != "pg_catalog") || !constFuncs[name] || fc.AggStar || fc.AggDistinct ||
 				fc.FuncVariadic || fc.AggFilter != nil || fc.Over != nil || len(fc.AggOrder) > 0 || fc.AggWithinGroup {
-				return reject(CodeForbidden, fc.Location, "function %s is not allowed on constants in a query over private table %s: dpproxy evaluates constant expressions before reading any row, and only side-effect-free date, string and number functions may be evaluated", name, tname)
+				return reject(pgerr.InsufficientPrivilege, fc.Location, "function %s is not allowed on constants in a query over private table %s: dpproxy evaluates constant expressions before reading any row, and only side-effect-free date, string and number functions may be evaluated", name, tname)
 			}
 			return all(fc.Args...)
 		case *pg_query.Node_AExpr:
@@ -370,17 +372,17 @@ func (p *planner) constCheck(n *pg_query.Node) (*pg_query.Node, error) {
 			switch e.Kind {
 			case pg_query.A_Expr_Kind_AEXPR_OP:
 				if !constOps[op] {
-					return reject(CodeForbidden, e.Location, "operator %s is not allowed on constants in a query over private table %s", op, tname)
+					return reject(pgerr.InsufficientPrivilege, e.Location, "operator %s is not allowed on constants in a query over private table %s", op, tname)
 				}
 			case pg_query.A_Expr_Kind_AEXPR_IN, pg_query.A_Expr_Kind_AEXPR_BETWEEN, pg_query.A_Expr_Kind_AEXPR_NOT_BETWEEN,
 				pg_query.A_Expr_Kind_AEXPR_BETWEEN_SYM, pg_query.A_Expr_Kind_AEXPR_NOT_BETWEEN_SYM,
 				pg_query.A_Expr_Kind_AEXPR_DISTINCT, pg_query.A_Expr_Kind_AEXPR_NOT_DISTINCT, pg_query.A_Expr_Kind_AEXPR_NULLIF,
 				pg_query.A_Expr_Kind_AEXPR_LIKE, pg_query.A_Expr_Kind_AEXPR_ILIKE:
 				if !constOps[op] {
-					return reject(CodeForbidden, e.Location, "operator %s is not allowed on constants in a query over private table %s", op, tname)
+					return reject(pgerr.InsufficientPrivilege, e.Location, "operator %s is not allowed on constants in a query over private table %s", op, tname)
 				}
 			default:
-				return reject(CodeForbidden, e.Location, "%s is not allowed on constants in a query over private table %s", aExprKindName(e.Kind), tname)
+				return reject(pgerr.InsufficientPrivilege, e.Location, "%s is not allowed on constants in a query over private table %s", aExprKindName(e.Kind), tname)
 			}
 			if l := e.Rexpr.GetList(); l != nil {
 				return all(append([]*pg_query.Node{e.Lexpr}, l.Items...)...)
@@ -400,7 +402,7 @@ func (p *planner) constCheck(n *pg_query.Node) (*pg_query.Node, error) {
 			for _, w := range c.Args {
 				cw := w.GetCaseWhen()
 				if cw == nil {
-					return reject(CodeUnsupported, c.Location, "malformed CASE")
+					return reject(pgerr.FeatureNotSupported, c.Location, "malformed CASE")
 				}
 				if err := all(cw.Expr, cw.Result); err != nil {
 					return err
@@ -413,11 +415,11 @@ func (p *planner) constCheck(n *pg_query.Node) (*pg_query.Node, error) {
 			return all(x.MinMaxExpr.Args...)
 		case *pg_query.Node_SqlvalueFunction:
 			if !constSQLValueFunctions[x.SqlvalueFunction.Op] {
-				return reject(CodeForbidden, x.SqlvalueFunction.Location, "%s is not allowed in a query over private table %s", sqlValueFunctionName(x.SqlvalueFunction.Op), tname)
+				return reject(pgerr.InsufficientPrivilege, x.SqlvalueFunction.Location, "%s is not allowed in a query over private table %s", sqlValueFunctionName(x.SqlvalueFunction.Op), tname)
 			}
 			return nil
 		}
-		return reject(CodeUnsupported, -1, "%s is not supported on constants in a query over private table %s", describe(n), tname)
+		return reject(pgerr.FeatureNotSupported, -1, "%s is not supported on constants in a query over private table %s", describe(n), tname)
 	}
 	return n, check(n)
 }

@@ -4,6 +4,8 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // Phase inline: CTEs and derived tables that read a private table are
@@ -24,12 +26,12 @@ func (a *Analyzer) flatten(sel *pg_query.SelectStmt) (*pg_query.SelectStmt, erro
 	ctes := map[string]*pg_query.CommonTableExpr{}
 	if w := sel.WithClause; w != nil {
 		if w.Recursive {
-			return nil, reject(CodeUnsupported, w.Location, "WITH RECURSIVE over a private table is not supported")
+			return nil, reject(pgerr.FeatureNotSupported, w.Location, "WITH RECURSIVE over a private table is not supported")
 		}
 		for _, c := range w.Ctes {
 			cte := c.GetCommonTableExpr()
 			if len(cte.Aliascolnames) > 0 {
-				return nil, reject(CodeUnsupported, cte.Location, "column names on CTE %s are not supported over a private table", cte.Ctename)
+				return nil, reject(pgerr.FeatureNotSupported, cte.Location, "column names on CTE %s are not supported over a private table", cte.Ctename)
 			}
 			ctes[cte.Ctename] = cte
 		}
@@ -64,14 +66,14 @@ func (a *Analyzer) flatten(sel *pg_query.SelectStmt) (*pg_query.SelectStmt, erro
 				return n, nil, nil
 			}
 			if used[rv.Relname] {
-				return nil, nil, reject(CodeUnsupported, rv.Location, "CTE %s is read twice: a private table may be read only once per query", rv.Relname)
+				return nil, nil, reject(pgerr.FeatureNotSupported, rv.Location, "CTE %s is read twice: a private table may be read only once per query", rv.Relname)
 			}
 			used[rv.Relname] = true
 			inner = cte.Ctequery.GetSelectStmt()
 			alias, loc = rv.Relname, rv.Location
 			if rv.Alias != nil {
 				if len(rv.Alias.Colnames) > 0 {
-					return nil, nil, reject(CodeUnsupported, rv.Location, "column aliases on CTE %s are not supported", rv.Relname)
+					return nil, nil, reject(pgerr.FeatureNotSupported, rv.Location, "column aliases on CTE %s are not supported", rv.Relname)
 				}
 				alias = rv.Alias.Aliasname
 			}
@@ -81,12 +83,12 @@ func (a *Analyzer) flatten(sel *pg_query.SelectStmt) (*pg_query.SelectStmt, erro
 				return n, nil, nil
 			}
 			if rs.Lateral {
-				return nil, nil, reject(CodeUnsupported, -1, "LATERAL subqueries over a private table are not supported")
+				return nil, nil, reject(pgerr.FeatureNotSupported, -1, "LATERAL subqueries over a private table are not supported")
 			}
 			inner = rs.Subquery.GetSelectStmt()
 			if rs.Alias != nil {
 				if len(rs.Alias.Colnames) > 0 {
-					return nil, nil, reject(CodeUnsupported, -1, "column aliases on a derived table over a private table are not supported")
+					return nil, nil, reject(pgerr.FeatureNotSupported, -1, "column aliases on a derived table over a private table are not supported")
 				}
 				alias = rs.Alias.Aliasname
 			}
@@ -94,7 +96,7 @@ func (a *Analyzer) flatten(sel *pg_query.SelectStmt) (*pg_query.SelectStmt, erro
 			return n, nil, nil
 		}
 		if inner == nil {
-			return nil, nil, reject(CodeUnsupported, loc, "a derived table over a private table must be a SELECT")
+			return nil, nil, reject(pgerr.FeatureNotSupported, loc, "a derived table over a private table must be a SELECT")
 		}
 		flat, err := a.flatten(inner)
 		if err != nil {
@@ -273,7 +275,7 @@ func resolveDerived(ds []*derived, single bool, cr *pg_query.ColumnRef) (*pg_que
 		}
 		if v, ok := d.cols[name]; ok {
 			if v == nil {
-				return nil, reject(CodeAmbiguous, cr.Location, "column reference %q is ambiguous", name)
+				return nil, reject(pgerr.AmbiguousColumn, cr.Location, "column reference %q is ambiguous", name)
 			}
 			return proto.Clone(v).(*pg_query.Node), nil
 		}
@@ -282,7 +284,7 @@ func resolveDerived(ds []*derived, single bool, cr *pg_query.ColumnRef) (*pg_que
 			return &pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: &pg_query.ColumnRef{Fields: append(f, pg_query.MakeStrNode(name)), Location: cr.Location}}}, nil
 		}
 		if n == 2 {
-			return nil, reject(CodeBadColumnRef, cr.Location, "column %s.%s does not exist", d.alias, name)
+			return nil, reject(pgerr.UndefinedColumn, cr.Location, "column %s.%s does not exist", d.alias, name)
 		}
 		return nil, nil
 	}
@@ -320,14 +322,14 @@ func inlineWhere(j *pg_query.JoinExpr, left, right []*pg_query.Node) ([]*pg_quer
 	default:
 		on = append(left, right...)
 		if len(on) > 0 {
-			return nil, reject(CodeUnsupported, -1, "a derived table or CTE with WHERE on a side of this kind of join is not supported over a private table: write the join with the table itself")
+			return nil, reject(pgerr.FeatureNotSupported, -1, "a derived table or CTE with WHERE on a side of this kind of join is not supported over a private table: write the join with the table itself")
 		}
 	}
 	if len(on) == 0 {
 		return up, nil
 	}
 	if len(j.UsingClause) > 0 || j.IsNatural || j.Quals == nil {
-		return nil, reject(CodeUnsupported, -1, "a CTE or derived table with WHERE on the nullable side of an outer join needs an ON condition to hold its WHERE: write the join with ON instead of USING or NATURAL")
+		return nil, reject(pgerr.FeatureNotSupported, -1, "a CTE or derived table with WHERE on the nullable side of an outer join needs an ON condition to hold its WHERE: write the join with ON instead of USING or NATURAL")
 	}
 	for _, w := range on {
 		j.Quals = andNodes(j.Quals, w)
@@ -392,27 +394,27 @@ func (a *Analyzer) readsPrivate(n *pg_query.Node) bool {
 func (a *Analyzer) inlinable(s *pg_query.SelectStmt, loc int32) error {
 	switch {
 	case s.Op != pg_query.SetOperation_SETOP_NONE:
-		return reject(CodeUnsupported, loc, "set operations in a derived table over a private table are not supported")
+		return reject(pgerr.FeatureNotSupported, loc, "set operations in a derived table over a private table are not supported")
 	case len(s.GroupClause) > 0 || s.HavingClause != nil || hasAggregate(s.TargetList):
-		return reject(CodeUnsupported, loc, "a derived table or CTE that aggregates a private table (for example one row per person with count(*)) is not supported: "+
+		return reject(pgerr.FeatureNotSupported, loc, "a derived table or CTE that aggregates a private table (for example one row per person with count(*)) is not supported: "+
 			"the outer aggregate would need bounds on those per-person values, which the configuration does not give; aggregate the table directly, e.g. count(*) / count(DISTINCT unit) for an average per person").
-			withHint("Per-person statistics need bounds: compute them as sum/count over the table, whose contributions are bounded.")
+			WithHint("Per-person statistics need bounds: compute them as sum/count over the table, whose contributions are bounded.")
 	case len(s.DistinctClause) > 0:
-		return reject(CodeUnsupported, loc, "DISTINCT in a derived table over a private table is not supported")
+		return reject(pgerr.FeatureNotSupported, loc, "DISTINCT in a derived table over a private table is not supported")
 	case s.LimitCount != nil || s.LimitOffset != nil:
-		return reject(CodeUnsupported, loc, "LIMIT/OFFSET in a derived table over a private table is not supported: which rows it keeps would depend on other people's rows")
+		return reject(pgerr.FeatureNotSupported, loc, "LIMIT/OFFSET in a derived table over a private table is not supported: which rows it keeps would depend on other people's rows")
 	case len(s.WindowClause) > 0:
-		return reject(CodeUnsupported, loc, "window functions in a derived table over a private table are not supported")
+		return reject(pgerr.FeatureNotSupported, loc, "window functions in a derived table over a private table are not supported")
 	case len(s.FromClause) == 0:
-		return reject(CodeUnsupported, loc, "a derived table over a private table needs a FROM clause")
+		return reject(pgerr.FeatureNotSupported, loc, "a derived table over a private table needs a FROM clause")
 	case len(s.ValuesLists) > 0:
-		return reject(CodeUnsupported, loc, "VALUES in a derived table over a private table is not supported")
+		return reject(pgerr.FeatureNotSupported, loc, "VALUES in a derived table over a private table is not supported")
 	}
 	var err error
 	for _, t := range s.TargetList {
 		walk(t.ProtoReflect(), func(m protoreflect.Message) bool {
 			if fc, ok := m.Interface().(*pg_query.FuncCall); ok && fc.Over != nil && err == nil {
-				err = reject(CodeUnsupported, fc.Location, "window functions in a derived table over a private table are not supported")
+				err = reject(pgerr.FeatureNotSupported, fc.Location, "window functions in a derived table over a private table are not supported")
 			}
 			return err == nil
 		})

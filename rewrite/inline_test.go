@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -162,7 +164,7 @@ func TestInliningRefusesWhatItCannotPlace(t *testing.T) {
 	sql := "WITH c AS (SELECT product_id, category FROM products WHERE category = 'audio') SELECT count(*) FROM orders LEFT JOIN c USING (product_id)"
 	_, err := a.Analyze(sql)
 	var re *RejectError
-	if !asReject(err, &re) || re.Code != CodeUnsupported {
+	if !asReject(err, &re) || re.Code != pgerr.FeatureNotSupported {
 		t.Fatalf("Analyze(%q) = %v, want a 0A000 refusal", sql, err)
 	}
 }

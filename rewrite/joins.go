@@ -4,6 +4,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 )
 
@@ -211,20 +213,20 @@ func (p *planner) boundedJoins(sel *pg_query.SelectStmt) error {
 // unboundedJoin is the refusal for public relation r.
 func (p *planner) unboundedJoin(r *joinRel) error {
 	name, priv := r.ref.qualified(), p.table.QualifiedName()
-	err := reject(CodeUnsupported, r.rv.Location,
+	err := reject(pgerr.FeatureNotSupported, r.rv.Location,
 		"public table %s must be joined on a unique key: each row of private table %s may match at most one of its rows; "+
 			"equate (=, combined with AND) every column of a unique key of %s with a column of %s, of a table joined that way, or a constant",
 		name, priv, name, priv).
-		withDetail("ON true, a cross join or a join on columns that are not a unique key lets one person's rows multiply the query's work, and its running time would tell whether that person is there.")
+		WithDetail("ON true, a cross join or a join on columns that are not a unique key lets one person's rows multiply the query's work, and its running time would tell whether that person is there.")
 	if r.info == nil || len(r.info.UniqueKeys) == 0 {
-		return err.withHint("%s has no primary key or unique index that dpproxy could read from the database (valid, not partial, on plain columns): it cannot be joined with a private table.", name)
+		return err.WithHint("%s has no primary key or unique index that dpproxy could read from the database (valid, not partial, on plain columns): it cannot be joined with a private table.", name)
 	}
 	keys := make([]string, len(r.info.UniqueKeys))
 	for i, k := range r.info.UniqueKeys {
 		keys[i] = "(" + strings.Join(k, ", ") + ")"
 	}
 	sort.Strings(keys)
-	return err.withHint("Unique keys of %s: %s.", name, strings.Join(keys, ", "))
+	return err.WithHint("Unique keys of %s: %s.", name, strings.Join(keys, ", "))
 }
 
 func addAll(m map[int]bool, is []int) {

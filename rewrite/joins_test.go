@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/dpproxy/dpproxy/internal/testconf"
 )
 
@@ -106,7 +108,7 @@ func TestJoinsBounded(t *testing.T) {
 		switch {
 		case err == nil:
 			t.Errorf("Analyze(%q) accepted, want 0A000 naming public.products", sql)
-		case !errors.As(err, &re) || re.Code != CodeUnsupported || !strings.Contains(re.Message, "public table public.products must be joined on a unique key"):
+		case !errors.As(err, &re) || re.Code != pgerr.FeatureNotSupported || !strings.Contains(re.Message, "public table public.products must be joined on a unique key"):
 			t.Errorf("Analyze(%q) = %v, want 0A000 naming public.products", sql, err)
 		case !strings.Contains(re.Hint, "(product_id)") || re.Position == 0:
 			t.Errorf("Analyze(%q): hint %q, position %d: want the unique keys and a position", sql, re.Hint, re.Position)
@@ -125,7 +127,7 @@ func TestJoinsWithoutCatalog(t *testing.T) {
 	} {
 		_, err := a.Analyze(sql)
 		var re *RejectError
-		if !errors.As(err, &re) || re.Code != CodeUnsupported || !strings.Contains(re.Hint, "no primary key or unique index") {
+		if !errors.As(err, &re) || re.Code != pgerr.FeatureNotSupported || !strings.Contains(re.Hint, "no primary key or unique index") {
 			t.Errorf("Analyze(%q) without catalog = %v, want 0A000 saying products has no known key", sql, err)
 		}
 	}
@@ -149,7 +151,7 @@ func TestLikePatternBounded(t *testing.T) {
 	} {
 		_, err := a.Analyze(sql)
 		var re *RejectError
-		if !errors.As(err, &re) || re.Code != CodeUnsupported || !strings.Contains(re.Message, "at most 128 characters") {
+		if !errors.As(err, &re) || re.Code != pgerr.FeatureNotSupported || !strings.Contains(re.Message, "at most 128 characters") {
 			t.Errorf("Analyze(%.60q...) = %v, want 0A000 on the pattern's length", sql, err)
 		}
 	}

@@ -3,6 +3,8 @@ package rewrite
 import (
 	"math"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -42,17 +44,17 @@ func (p *planner) groupBy(sel *pg_query.SelectStmt) error {
 		case *pg_query.Node_AConst:
 			pos, ok := intConst(x.AConst)
 			if !ok {
-				return reject(CodeUnsupported, x.AConst.Location, "GROUP BY accepts expressions or output positions only")
+				return reject(pgerr.FeatureNotSupported, x.AConst.Location, "GROUP BY accepts expressions or output positions only")
 			}
 			if pos < 1 || pos > int64(len(sel.TargetList)) {
-				return reject(CodeBadPosition, x.AConst.Location, "GROUP BY position %d is not in select list", pos)
+				return reject(pgerr.InvalidColumnReference, x.AConst.Location, "GROUP BY position %d is not in select list", pos)
 			}
 			node = sel.TargetList[pos-1].GetResTarget().GetVal()
 			if fc := node.GetFuncCall(); fc != nil && isAggregate(fc) {
-				return reject(CodeUnsupported, x.AConst.Location, "GROUP BY %d refers to an aggregate", pos)
+				return reject(pgerr.FeatureNotSupported, x.AConst.Location, "GROUP BY %d refers to an aggregate", pos)
 			}
 		case *pg_query.Node_GroupingSet:
-			return reject(CodeUnsupported, x.GroupingSet.Location, "GROUPING SETS, ROLLUP and CUBE are not supported on private tables")
+			return reject(pgerr.FeatureNotSupported, x.GroupingSet.Location, "GROUPING SETS, ROLLUP and CUBE are not supported on private tables")
 		}
 		if p.keyFor(node) >= 0 {
 			continue
@@ -65,7 +67,7 @@ func (p *planner) groupBy(sel *pg_query.SelectStmt) error {
 				return err
 			}
 			if c.private && c.name == p.table.PrivacyUnit {
-				return reject(CodeForbidden, ref.Location, "GROUP BY %s is refused: grouping by the privacy unit would release per-person values", c.name)
+				return reject(pgerr.InsufficientPrivilege, ref.Location, "GROUP BY %s is refused: grouping by the privacy unit would release per-person values", c.name)
 			}
 			cr = c
 			k.Column = c.name
@@ -78,7 +80,7 @@ func (p *planner) groupBy(sel *pg_query.SelectStmt) error {
 			return err
 		}
 		if p.mentionsUnit(node) && cr == nil {
-			return reject(CodeForbidden, -1, "GROUP BY %s is refused: an expression of the privacy unit %s could release per-person values", describe(node), p.table.PrivacyUnit)
+			return reject(pgerr.InsufficientPrivilege, -1, "GROUP BY %s is refused: an expression of the privacy unit %s could release per-person values", describe(node), p.table.PrivacyUnit)
 		}
 		p.keys = append(p.keys, plannedKey{key: k, node: node, sql: out, col: cr})
 	}

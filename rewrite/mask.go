@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -254,7 +256,7 @@ func (a *Analyzer) maskCatalogs(n *pg_query.Node) error {
 			}
 		case *pg_query.RangeTableSample:
 			if rv := x.Relation.GetRangeVar(); rv != nil && rv.Schemaname == "pg_catalog" && a.masks[rv.Relname] != nil {
-				err = reject(CodeForbidden, rv.Location, "TABLESAMPLE of %s is refused: it is read through a subquery that masks its row counts, which cannot be sampled", rv.Relname)
+				err = reject(pgerr.InsufficientPrivilege, rv.Location, "TABLESAMPLE of %s is refused: it is read through a subquery that masks its row counts, which cannot be sampled", rv.Relname)
 			}
 		case *pg_query.Node:
 			rv := x.GetRangeVar()
@@ -291,7 +293,7 @@ func (a *Analyzer) maskCatalogs(n *pg_query.Node) error {
 			return !masked[x]
 		case *pg_query.RangeVar:
 			if x.Schemaname == "pg_catalog" && a.masks[x.Relname] != nil && err == nil {
-				err = reject(CodeForbidden, x.Location, "reading %s is refused here: its row counts cannot be masked in this position", x.Relname)
+				err = reject(pgerr.InsufficientPrivilege, x.Location, "reading %s is refused here: its row counts cannot be masked in this position", x.Relname)
 			}
 		}
 		return err == nil

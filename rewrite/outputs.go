@@ -3,6 +3,8 @@ package rewrite
 import (
 	"strconv"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 )
 
@@ -22,7 +24,7 @@ func (p *planner) outputs(sel *pg_query.SelectStmt, plan *Plan) (simple bool, er
 		}
 		if err := p.orderBy(sel, plan); err != nil {
 			var re *RejectError
-			if !asReject(err, &re) || re.Code == CodeForbidden || re.Code == CodeBadColumnRef {
+			if !asReject(err, &re) || re.Code == pgerr.InsufficientPrivilege || re.Code == pgerr.UndefinedColumn {
 				return false, err
 			}
 			simple = false
@@ -110,7 +112,7 @@ func (p *planner) orderBy(sel *pg_query.SelectStmt, plan *Plan) error {
 	for _, s := range sel.SortClause {
 		sb := s.GetSortBy()
 		if sb == nil || sb.SortbyDir == pg_query.SortByDir_SORTBY_USING {
-			return reject(CodeUnsupported, -1, "ORDER BY ... USING is not supported on private tables")
+			return reject(pgerr.FeatureNotSupported, -1, "ORDER BY ... USING is not supported on private tables")
 		}
 		out, err := p.orderOutput(sel, plan, sb.Node)
 		if err != nil {
@@ -121,7 +123,7 @@ func (p *planner) orderBy(sel *pg_query.SelectStmt, plan *Plan) error {
 			// orders it by its type, collation and DateStyle, which the
 			// proxy's sort of released text cannot reproduce ('10' < '2'
 			// for text; dates under DateStyle SQL).
-			return reject(CodeUnsupported, -1, "ORDER BY a group key is computed by post-processing")
+			return reject(pgerr.FeatureNotSupported, -1, "ORDER BY a group key is computed by post-processing")
 		}
 		k := OrderKey{Output: out, Descending: sb.SortbyDir == pg_query.SortByDir_SORTBY_DESC}
 		switch sb.SortbyNulls {
@@ -144,10 +146,10 @@ func (p *planner) orderOutput(sel *pg_query.SelectStmt, plan *Plan, n *pg_query.
 	case *pg_query.Node_AConst:
 		pos, ok := intConst(x.AConst)
 		if !ok {
-			return 0, reject(CodeUnsupported, x.AConst.Location, "ORDER BY accepts output positions, output names or expressions")
+			return 0, reject(pgerr.FeatureNotSupported, x.AConst.Location, "ORDER BY accepts output positions, output names or expressions")
 		}
 		if pos < 1 || pos > int64(len(plan.Outputs)) {
-			return 0, reject(CodeBadPosition, x.AConst.Location, "ORDER BY position %d is not in select list", pos)
+			return 0, reject(pgerr.InvalidColumnReference, x.AConst.Location, "ORDER BY position %d is not in select list", pos)
 		}
 		return int(pos - 1), nil
 	case *pg_query.Node_ColumnRef:
@@ -157,7 +159,7 @@ func (p *planner) orderOutput(sel *pg_query.SelectStmt, plan *Plan, n *pg_query.
 			for i, t := range sel.TargetList {
 				if outputName(t.GetResTarget()) == name {
 					if found >= 0 {
-						return 0, reject(CodeAmbiguous, x.ColumnRef.Location, "ORDER BY %q is ambiguous", name)
+						return 0, reject(pgerr.AmbiguousColumn, x.ColumnRef.Location, "ORDER BY %q is ambiguous", name)
 					}
 					found = i
 				}
@@ -180,7 +182,7 @@ func (p *planner) orderOutput(sel *pg_query.SelectStmt, plan *Plan, n *pg_query.
 					return i, nil
 				}
 			}
-			return 0, reject(CodeUnsupported, x.FuncCall.Location, "ORDER BY %s is not an output", describe(n))
+			return 0, reject(pgerr.FeatureNotSupported, x.FuncCall.Location, "ORDER BY %s is not an output", describe(n))
 		}
 	}
 	if k := p.keyFor(n); k >= 0 {
@@ -190,7 +192,7 @@ func (p *planner) orderOutput(sel *pg_query.SelectStmt, plan *Plan, n *pg_query.
 			}
 		}
 	}
-	return 0, reject(CodeUnsupported, -1, "ORDER BY %s is computed by post-processing", describe(n))
+	return 0, reject(pgerr.FeatureNotSupported, -1, "ORDER BY %s is computed by post-processing", describe(n))
 }
 
 // intConst returns the value of an integer constant.
@@ -206,7 +208,7 @@ func intConst(c *pg_query.A_Const) (int64, bool) {
 	return 0, false
 }
 
-func limitValue(n *pg_query.Node, what, code string, absent int64) (int64, error) {
+func limitValue(n *pg_query.Node, what string, code pgerr.Code, absent int64) (int64, error) {
 	if n == nil {
 		return absent, nil
 	}
@@ -215,11 +217,11 @@ func limitValue(n *pg_query.Node, what, code string, absent int64) (int64, error
 		return absent, nil
 	}
 	if c == nil {
-		return 0, reject(CodeUnsupported, -1, "%s must be an integer constant on private tables", what)
+		return 0, reject(pgerr.FeatureNotSupported, -1, "%s must be an integer constant on private tables", what)
 	}
 	v, ok := intConst(c)
 	if !ok {
-		return 0, reject(CodeUnsupported, c.Location, "%s must be an integer constant on private tables", what)
+		return 0, reject(pgerr.FeatureNotSupported, c.Location, "%s must be an integer constant on private tables", what)
 	}
 	if v < 0 {
 		return 0, reject(code, c.Location, "%s must not be negative", what)

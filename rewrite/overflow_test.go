@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // TestArithmeticCannotOverflow: numeric overflows beyond about 1e131072
@@ -28,7 +30,7 @@ func TestArithmeticCannotOverflow(t *testing.T) {
 	} {
 		_, err := a.Analyze(q)
 		var re *RejectError
-		if !errors.As(err, &re) || re.Code != CodeForbidden {
+		if !errors.As(err, &re) || re.Code != pgerr.InsufficientPrivilege {
 			t.Errorf("Analyze(%q) = %v, want a 42501 refusal", q, err)
 		}
 	}

@@ -3,6 +3,8 @@ package rewrite
 import (
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -15,7 +17,7 @@ func funcAllowed(fc *pg_query.FuncCall) error {
 		return nil
 	}
 	if schema != "" && schema != "pg_catalog" {
-		return reject(CodeForbidden, fc.Location, "function %s.%s is not allowed: only pg_catalog functions may be called", schema, name)
+		return reject(pgerr.InsufficientPrivilege, fc.Location, "function %s.%s is not allowed: only pg_catalog functions may be called", schema, name)
 	}
 	if passThroughFuncs[name] {
 		return nil
@@ -26,10 +28,10 @@ func funcAllowed(fc *pg_query.FuncCall) error {
 		}
 	}
 	if reason, ok := refusedFuncReasons[name]; ok {
-		return reject(CodeForbidden, fc.Location, "function %s is not allowed: %s", name, reason)
+		return reject(pgerr.InsufficientPrivilege, fc.Location, "function %s is not allowed: %s", name, reason)
 	}
-	return reject(CodeForbidden, fc.Location, "function %s is not allowed", name).
-		withHint("dpproxy allows only a list of catalog and scalar functions in queries that do not read private tables.")
+	return reject(pgerr.InsufficientPrivilege, fc.Location, "function %s is not allowed", name).
+		WithHint("dpproxy allows only a list of catalog and scalar functions in queries that do not read private tables.")
 }
 
 // funcName splits a function name into schema ("" if unqualified) and name.
@@ -56,11 +58,11 @@ func noWrites(n *pg_query.Node) error {
 		}
 		switch x := m.Interface().(type) {
 		case *pg_query.IntoClause:
-			err = reject(CodeForbidden, x.GetRel().GetLocation(), "SELECT INTO is refused: writes and DDL are refused")
+			err = reject(pgerr.InsufficientPrivilege, x.GetRel().GetLocation(), "SELECT INTO is refused: writes and DDL are refused")
 		case *pg_query.LockingClause:
-			err = reject(CodeForbidden, -1, "FOR UPDATE/SHARE is refused: it locks rows")
+			err = reject(pgerr.InsufficientPrivilege, -1, "FOR UPDATE/SHARE is refused: it locks rows")
 		case *pg_query.InsertStmt, *pg_query.UpdateStmt, *pg_query.DeleteStmt, *pg_query.MergeStmt:
-			err = reject(CodeForbidden, -1, "writes and DDL are refused: data-modifying statements in WITH are not allowed")
+			err = reject(pgerr.InsufficientPrivilege, -1, "writes and DDL are refused: data-modifying statements in WITH are not allowed")
 		}
 		return err == nil
 	})
@@ -104,12 +106,12 @@ func (a *Analyzer) explainStmt(n *pg_query.ExplainStmt) (*Statement, error) {
 	for _, o := range n.Options {
 		d := o.GetDefElem()
 		if d != nil && strings.EqualFold(d.Defname, "analyze") && optionOn(d.Arg) {
-			return nil, reject(CodeForbidden, d.Location, "EXPLAIN ANALYZE is refused: it runs the query and reports actual row counts")
+			return nil, reject(pgerr.InsufficientPrivilege, d.Location, "EXPLAIN ANALYZE is refused: it runs the query and reports actual row counts")
 		}
 	}
 	q := n.Query
 	if q.GetSelectStmt() == nil {
-		return nil, reject(CodeForbidden, -1, "writes and DDL are refused: EXPLAIN of %s is not allowed", stmtName(q))
+		return nil, reject(pgerr.InsufficientPrivilege, -1, "writes and DDL are refused: EXPLAIN of %s is not allowed", stmtName(q))
 	}
 	if err := noWrites(q); err != nil {
 		return nil, err
@@ -120,8 +122,8 @@ func (a *Analyzer) explainStmt(n *pg_query.ExplainStmt) (*Statement, error) {
 	}
 	for _, r := range refs {
 		if r.class == relPrivate {
-			return nil, reject(CodeForbidden, r.rv.Location, "EXPLAIN of a private table is refused: row estimates reveal counts; use EXPLAIN DP").
-				withDetail("%s is private.", r.qualified())
+			return nil, reject(pgerr.InsufficientPrivilege, r.rv.Location, "EXPLAIN of a private table is refused: row estimates reveal counts; use EXPLAIN DP").
+				WithDetail("%s is private.", r.qualified())
 		}
 	}
 	sql, err := a.passThrough(&pg_query.Node{Node: &pg_query.Node_ExplainStmt{ExplainStmt: n}})
@@ -167,11 +169,11 @@ func (a *Analyzer) passThrough(n *pg_query.Node) (string, error) {
 			// nodes, not function calls: deparsed, an older upstream would
 			// read JSON_ARRAY(...) as a call of whatever function named
 			// json_array the search path finds, unchecked.
-			err = reject(CodeUnsupported, -1, "SQL/JSON constructors and IS JSON are not supported; use json_build_array, json_build_object or json_agg")
+			err = reject(pgerr.FeatureNotSupported, -1, "SQL/JSON constructors and IS JSON are not supported; use json_build_array, json_build_object or json_agg")
 		case *pg_query.XmlExpr, *pg_query.XmlSerialize:
 			// XMLPARSE and friends call libxml on text: not on the
 			// function allowlist either.
-			err = reject(CodeForbidden, -1, "XML functions are not allowed through dpproxy")
+			err = reject(pgerr.InsufficientPrivilege, -1, "XML functions are not allowed through dpproxy")
 		}
 		return err == nil
 	})
@@ -210,7 +212,7 @@ func passThroughColumn(c *pg_query.ColumnRef) error {
 	}
 	name := c.Fields[len(c.Fields)-1].GetString_().GetSval()
 	if statsValueColumns[name] {
-		return reject(CodeForbidden, c.Location, "column %s is refused: it holds statistics of data values", name)
+		return reject(pgerr.InsufficientPrivilege, c.Location, "column %s is refused: it holds statistics of data values", name)
 	}
 	return nil
 }

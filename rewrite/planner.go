@@ -4,6 +4,8 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/dpproxy/dpproxy/conf"
 )
 
@@ -70,10 +72,10 @@ func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error)
 	}
 	name := priv.qualified()
 	if sel == nil {
-		return nil, reject(CodeUnsupported, priv.rv.Location, "private table %s may only be read by a SELECT", name)
+		return nil, reject(pgerr.FeatureNotSupported, priv.rv.Location, "private table %s may only be read by a SELECT", name)
 	}
 	if sel.Op != pg_query.SetOperation_SETOP_NONE {
-		return nil, reject(CodeUnsupported, priv.rv.Location, "set operations (UNION, INTERSECT, EXCEPT) over private table %s are not supported: each branch would need its own budget", name)
+		return nil, reject(pgerr.FeatureNotSupported, priv.rv.Location, "set operations (UNION, INTERSECT, EXCEPT) over private table %s are not supported: each branch would need its own budget", name)
 	}
 	orig := sel
 	flat, err := a.flatten(sel) // inline.go
@@ -105,10 +107,10 @@ func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error)
 	if err != nil {
 		return nil, err
 	}
-	if plan.Limit, err = limitValue(sel.LimitCount, "LIMIT", CodeBadLimit, -1); err != nil {
+	if plan.Limit, err = limitValue(sel.LimitCount, "LIMIT", pgerr.InvalidRowCountInLimit, -1); err != nil {
 		return nil, err
 	}
-	if plan.Offset, err = limitValue(sel.LimitOffset, "OFFSET", CodeBadOffset, 0); err != nil {
+	if plan.Offset, err = limitValue(sel.LimitOffset, "OFFSET", pgerr.InvalidRowCountInOffset, 0); err != nil {
 		return nil, err
 	}
 	if simple {
@@ -156,13 +158,13 @@ func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error)
 func (p *planner) shape(sel *pg_query.SelectStmt, name string) error {
 	switch {
 	case len(sel.DistinctClause) > 0:
-		return reject(CodeUnsupported, -1, "SELECT DISTINCT over private table %s is not supported; use GROUP BY", name)
+		return reject(pgerr.FeatureNotSupported, -1, "SELECT DISTINCT over private table %s is not supported; use GROUP BY", name)
 	case len(sel.WindowClause) > 0:
-		return reject(CodeUnsupported, -1, "WINDOW clauses are not supported on private table %s", name)
+		return reject(pgerr.FeatureNotSupported, -1, "WINDOW clauses are not supported on private table %s", name)
 	case sel.LimitOption == pg_query.LimitOption_LIMIT_OPTION_WITH_TIES:
-		return reject(CodeUnsupported, -1, "FETCH ... WITH TIES is not supported on private table %s", name)
+		return reject(pgerr.FeatureNotSupported, -1, "FETCH ... WITH TIES is not supported on private table %s", name)
 	case len(sel.TargetList) == 0:
-		return reject(CodeUnsupported, -1, "a query over private table %s must select group keys or aggregates", name)
+		return reject(pgerr.FeatureNotSupported, -1, "a query over private table %s must select group keys or aggregates", name)
 	}
 	return p.noSystemColumns(sel)
 }
@@ -175,7 +177,7 @@ func (p *planner) perRow(sel *pg_query.SelectStmt, name string) error {
 	walk(sel.ProtoReflect(), func(m protoreflect.Message) bool {
 		if fc, ok := m.Interface().(*pg_query.FuncCall); ok && fc.Over != nil && werr == nil {
 			_, name := funcName(fc)
-			werr = reject(CodeUnsupported, fc.Location, "window function %s(...) OVER is not supported on private tables", name)
+			werr = reject(pgerr.FeatureNotSupported, fc.Location, "window function %s(...) OVER is not supported on private tables", name)
 		}
 		return werr == nil
 	})
@@ -189,8 +191,8 @@ func (p *planner) perRow(sel *pg_query.SelectStmt, name string) error {
 			}
 		}
 	}
-	return reject(CodeForbidden, -1, "a query over private table %s without aggregates or GROUP BY would return one row per table row", name).
-		withHint("Select aggregates such as count(*), sum(col), avg(col).")
+	return reject(pgerr.InsufficientPrivilege, -1, "a query over private table %s without aggregates or GROUP BY would return one row per table row", name).
+		WithHint("Select aggregates such as count(*), sum(col), avg(col).")
 }
 
 func asReject(err error, re **RejectError) bool {

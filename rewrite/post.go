@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -100,7 +102,7 @@ func (p *planner) postDescribe(sel *pg_query.SelectStmt, plan *Plan) error {
 	for _, a := range p.aggs {
 		tree, perr := pg_query.Parse("SELECT " + a.agg.Text)
 		if perr != nil {
-			return reject(CodeUnsupported, -1, "aggregate %s cannot be rewritten", a.agg.Text)
+			return reject(pgerr.FeatureNotSupported, -1, "aggregate %s cannot be rewritten", a.agg.Text)
 		}
 		mid.TargetList = append(mid.TargetList, tree.Stmts[0].Stmt.GetSelectStmt().TargetList[0])
 	}
@@ -148,20 +150,20 @@ func (p *planner) released(n *pg_query.Node) (string, error) {
 			if r, e := p.column(v.ColumnRef); e != nil {
 				err = e
 			} else {
-				err = reject(CodeForbidden, v.ColumnRef.Location, "column %s must appear in GROUP BY or be used in an aggregate: returning it would reveal individual rows of private table %s", r.name, p.table.QualifiedName())
+				err = reject(pgerr.InsufficientPrivilege, v.ColumnRef.Location, "column %s must appear in GROUP BY or be used in an aggregate: returning it would reveal individual rows of private table %s", r.name, p.table.QualifiedName())
 			}
 			return true
 		case *pg_query.Node_FuncCall:
 			schema, name := funcName(v.FuncCall)
 			if (schema != "" && schema != "pg_catalog") || !postFuncs[name] || v.FuncCall.Over != nil {
-				err = reject(CodeForbidden, v.FuncCall.Location, "function %s is not allowed on the results of a query over private table %s", name, p.table.QualifiedName())
+				err = reject(pgerr.InsufficientPrivilege, v.FuncCall.Location, "function %s is not allowed on the results of a query over private table %s", name, p.table.QualifiedName())
 				return true
 			}
 		case *pg_query.Node_SubLink:
-			err = reject(CodeUnsupported, v.SubLink.Location, "subqueries are not supported in queries over private table %s", p.table.QualifiedName())
+			err = reject(pgerr.FeatureNotSupported, v.SubLink.Location, "subqueries are not supported in queries over private table %s", p.table.QualifiedName())
 			return true
 		case *pg_query.Node_ParamRef:
-			err = reject(CodeUnsupported, v.ParamRef.Location, "parameters are not supported in expressions over aggregates (HAVING, outputs) on private tables")
+			err = reject(pgerr.FeatureNotSupported, v.ParamRef.Location, "parameters are not supported in expressions over aggregates (HAVING, outputs) on private tables")
 			return true
 		}
 		return false
@@ -173,7 +175,7 @@ func (p *planner) released(n *pg_query.Node) (string, error) {
 	walk(c.ProtoReflect(), func(m protoreflect.Message) bool {
 		if cr, ok := m.Interface().(*pg_query.ColumnRef); ok && err == nil {
 			if len(cr.Fields) != 2 || cr.Fields[0].GetString_().GetSval() != "dp" {
-				err = reject(CodeForbidden, cr.Location, "an output of a query over private table %s may only compute on group keys and aggregates", p.table.QualifiedName())
+				err = reject(pgerr.InsufficientPrivilege, cr.Location, "an output of a query over private table %s may only compute on group keys and aggregates", p.table.QualifiedName())
 			}
 		}
 		return err == nil
@@ -198,14 +200,14 @@ func (p *planner) postOrderBy(orig, sel *pg_query.SelectStmt) (string, error) {
 	for _, s := range sel.SortClause {
 		sb := proto.Clone(s.GetSortBy()).(*pg_query.SortBy)
 		if sb.SortbyDir == pg_query.SortByDir_SORTBY_USING {
-			return "", reject(CodeUnsupported, -1, "ORDER BY ... USING is not supported on private tables")
+			return "", reject(pgerr.FeatureNotSupported, -1, "ORDER BY ... USING is not supported on private tables")
 		}
 		keep := false
 		switch x := sb.Node.GetNode().(type) {
 		case *pg_query.Node_AConst:
 			pos, ok := intConst(x.AConst)
 			if !ok || pos < 1 || pos > int64(len(sel.TargetList)) {
-				return "", reject(CodeBadPosition, x.AConst.Location, "ORDER BY position is not in select list")
+				return "", reject(pgerr.InvalidColumnReference, x.AConst.Location, "ORDER BY position is not in select list")
 			}
 			keep = true
 		case *pg_query.Node_ColumnRef:
@@ -224,7 +226,7 @@ func (p *planner) postOrderBy(orig, sel *pg_query.SelectStmt) (string, error) {
 			}
 			tree, perr := pg_query.Parse("SELECT " + s)
 			if perr != nil {
-				return "", reject(CodeUnsupported, -1, "ORDER BY cannot be rewritten")
+				return "", reject(pgerr.FeatureNotSupported, -1, "ORDER BY cannot be rewritten")
 			}
 			sb.Node = tree.Stmts[0].Stmt.GetSelectStmt().TargetList[0].GetResTarget().Val
 		}
@@ -236,7 +238,7 @@ func (p *planner) postOrderBy(orig, sel *pg_query.SelectStmt) (string, error) {
 		}
 		o, ok := strings.CutPrefix(txt, "SELECT 1 ORDER BY ")
 		if !ok {
-			return "", reject(CodeUnsupported, -1, "ORDER BY cannot be rewritten")
+			return "", reject(pgerr.FeatureNotSupported, -1, "ORDER BY cannot be rewritten")
 		}
 		order = append(order, o)
 	}

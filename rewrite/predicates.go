@@ -3,6 +3,8 @@ package rewrite
 import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // The checks of conditions (WHERE, FILTER, join conditions, CASE WHEN):
@@ -85,11 +87,11 @@ func (p *planner) pred(n *pg_query.Node) (texpr, error) {
 		c.Arg = t.out
 		return texpr{out: &pg_query.Node{Node: &pg_query.Node_BooleanTest{BooleanTest: c}}, typ: "bool", deps: t.deps}, nil
 	case *pg_query.Node_SubLink:
-		return texpr{}, reject(CodeUnsupported, x.SubLink.Location, "subqueries are not supported in queries over private table %s", tname)
+		return texpr{}, reject(pgerr.FeatureNotSupported, x.SubLink.Location, "subqueries are not supported in queries over private table %s", tname)
 	case *pg_query.Node_FuncCall:
 		if isAggregate(x.FuncCall) {
 			_, name := funcName(x.FuncCall)
-			return texpr{}, reject(CodeForbidden, x.FuncCall.Location, "aggregate %s is not allowed in WHERE on private table %s", name, tname)
+			return texpr{}, reject(pgerr.InsufficientPrivilege, x.FuncCall.Location, "aggregate %s is not allowed in WHERE on private table %s", name, tname)
 		}
 	}
 	return p.expr(n, true)
@@ -98,7 +100,7 @@ func (p *planner) pred(n *pg_query.Node) (texpr, error) {
 func (p *planner) aExpr(e *pg_query.A_Expr) (texpr, error) {
 	tname := p.table.QualifiedName()
 	if len(e.Name) != 1 || e.Name[0].GetString_() == nil {
-		return texpr{}, reject(CodeUnsupported, e.Location, "qualified operators (OPERATOR(...)) are not supported on private table %s", tname)
+		return texpr{}, reject(pgerr.FeatureNotSupported, e.Location, "qualified operators (OPERATOR(...)) are not supported on private table %s", tname)
 	}
 	op := e.Name[0].GetString_().GetSval()
 	switch e.Kind {
@@ -112,13 +114,13 @@ func (p *planner) aExpr(e *pg_query.A_Expr) (texpr, error) {
 		case likeOps[op]:
 			return p.like(e)
 		case regexOps[op]:
-			return texpr{}, reject(CodeForbidden, e.Location, "regular expression operator %s is not allowed on private table %s", op, tname)
+			return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "regular expression operator %s is not allowed on private table %s", op, tname)
 		}
-		return texpr{}, reject(CodeForbidden, e.Location, "operator %s is not allowed in WHERE on private table %s", op, tname)
+		return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "operator %s is not allowed in WHERE on private table %s", op, tname)
 	case pg_query.A_Expr_Kind_AEXPR_LIKE, pg_query.A_Expr_Kind_AEXPR_ILIKE:
 		return p.like(e)
 	case pg_query.A_Expr_Kind_AEXPR_SIMILAR:
-		return texpr{}, reject(CodeForbidden, e.Location, "SIMILAR TO is not allowed on private table %s", tname)
+		return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "SIMILAR TO is not allowed on private table %s", tname)
 	case pg_query.A_Expr_Kind_AEXPR_DISTINCT, pg_query.A_Expr_Kind_AEXPR_NOT_DISTINCT:
 		return p.comparison(e, []*pg_query.Node{e.Rexpr})
 	case pg_query.A_Expr_Kind_AEXPR_IN,
@@ -129,7 +131,7 @@ func (p *planner) aExpr(e *pg_query.A_Expr) (texpr, error) {
 		}
 		return p.comparison(e, []*pg_query.Node{e.Rexpr})
 	}
-	return texpr{}, reject(CodeUnsupported, e.Location, "%s is not supported in WHERE on private table %s", aExprKindName(e.Kind), tname)
+	return texpr{}, reject(pgerr.FeatureNotSupported, e.Location, "%s is not supported in WHERE on private table %s", aExprKindName(e.Kind), tname)
 }
 
 // operand checks an operand of a condition: a value expression without
@@ -144,7 +146,7 @@ func (p *planner) operand(n *pg_query.Node) (texpr, error) {
 		}
 		if e := x.GetAExpr(); e != nil && e.Kind == pg_query.A_Expr_Kind_AEXPR_OP && len(e.Name) == 1 &&
 			arithmeticOps[e.Name[0].GetString_().GetSval()] && !isConstant(x) {
-			err = reject(CodeForbidden, e.Location, "arithmetic (%s) on a column is refused in conditions on private table %s: overflow or division errors would depend on private values",
+			err = reject(pgerr.InsufficientPrivilege, e.Location, "arithmetic (%s) on a column is refused in conditions on private table %s: overflow or division errors would depend on private values",
 				e.Name[0].GetString_().GetSval(), p.table.QualifiedName())
 		}
 		return isConstant(x)
@@ -204,7 +206,7 @@ func (p *planner) compared(a, b texpr, loc int32) error {
 	case aRun && bRun:
 		// Both typed at run time: each must be comparable with the
 		// other's possible types; require one type family, any.
-		return reject(CodeForbidden, loc, "comparing %s with %s is refused on private table %s: neither side's type is known before the query runs",
+		return reject(pgerr.InsufficientPrivilege, loc, "comparing %s with %s is refused on private table %s: neither side's type is known before the query runs",
 			describe(a.out), describe(b.out), p.table.QualifiedName())
 	case aRun:
 		p.slotCompared(a, b)
@@ -215,9 +217,9 @@ func (p *planner) compared(a, b texpr, loc int32) error {
 	case a.typ == unknownType || b.typ == unknownType:
 		return nil
 	case !comparable(a.typ, b.typ, a.lit, b.lit):
-		return reject(CodeForbidden, loc, "comparing %s (%s) with %s (%s) is refused on private table %s: PostgreSQL would convert one side in a way that can fail on some values",
+		return reject(pgerr.InsufficientPrivilege, loc, "comparing %s (%s) with %s (%s) is refused on private table %s: PostgreSQL would convert one side in a way that can fail on some values",
 			describe(a.out), shownType(a.typ), describe(b.out), shownType(b.typ), p.table.QualifiedName()).
-			withHint("Cast the constant side to the column's type.")
+			WithHint("Cast the constant side to the column's type.")
 	}
 	return nil
 }
@@ -246,7 +248,7 @@ func (p *planner) like(e *pg_query.A_Expr) (texpr, error) {
 		return texpr{}, err
 	}
 	if f := scalarTypes[left.typ]; left.typ != "" && left.typ != unknownType && left.slot == 0 && f != famString {
-		return texpr{}, reject(CodeForbidden, e.Location, "LIKE on %s (%s) is refused on private table %s: only strings may be matched", describe(e.Lexpr), shownType(left.typ), tname)
+		return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "LIKE on %s (%s) is refused on private table %s: only strings may be matched", describe(e.Lexpr), shownType(left.typ), tname)
 	}
 	pat := e.Rexpr
 	if tc := pat.GetTypeCast(); tc != nil {
@@ -256,10 +258,10 @@ func (p *planner) like(e *pg_query.A_Expr) (texpr, error) {
 	}
 	c := pat.GetAConst()
 	if c == nil || c.GetSval() == nil {
-		return texpr{}, reject(CodeForbidden, e.Location, "a LIKE pattern must be a constant string on private table %s: an invalid pattern would fail depending on private values", tname)
+		return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "a LIKE pattern must be a constant string on private table %s: an invalid pattern would fail depending on private values", tname)
 	}
 	if !validLikePattern(c.GetSval().GetSval()) {
-		return texpr{}, reject(CodeForbidden, c.Location, "LIKE pattern must not end with escape character")
+		return texpr{}, reject(pgerr.InsufficientPrivilege, c.Location, "LIKE pattern must not end with escape character")
 	}
 	out := proto.Clone(e).(*pg_query.A_Expr)
 	out.Lexpr = left.out

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -412,8 +414,8 @@ func TestRejectErrorInterface(t *testing.T) {
 	a := newTestAnalyzer(t)
 	_, err := a.Analyze("SELECT 1;\nSELECT * FROM orders")
 	var st interface{ SQLState() string }
-	if !errors.As(err, &st) || st.SQLState() != CodeForbidden {
-		t.Fatalf("Analyze = %v, want SQLSTATE %s", err, CodeForbidden)
+	if !errors.As(err, &st) || st.SQLState() != string(pgerr.InsufficientPrivilege) {
+		t.Fatalf("Analyze = %v, want SQLSTATE %s", err, pgerr.InsufficientPrivilege)
 	}
 	var re *RejectError
 	errors.As(err, &re)
@@ -422,7 +424,7 @@ func TestRejectErrorInterface(t *testing.T) {
 		t.Errorf("Position = %d, want 18", re.Position)
 	}
 	_, err = a.Analyze("SELECT 1; EXPLAIN DP SELECT 1 +")
-	if !errors.As(err, &re) || re.Code != CodeSyntax || re.Position != 32 {
+	if !errors.As(err, &re) || re.Code != pgerr.SyntaxError || re.Position != 32 {
 		t.Errorf("Analyze(syntax error after EXPLAIN DP) = %#v, want 42601 at 32", re)
 	}
 }

@@ -3,6 +3,8 @@ package rewrite
 import (
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -25,7 +27,7 @@ func (p *planner) noSystemColumns(sel *pg_query.SelectStmt) error {
 		}
 		if c, ok := m.Interface().(*pg_query.ColumnRef); ok && len(c.Fields) > 0 {
 			if name := c.Fields[len(c.Fields)-1].GetString_().GetSval(); systemColumns[name] {
-				err = reject(CodeForbidden, c.Location, "system column %s is refused on private table %s: it identifies individual rows", name, p.table.QualifiedName())
+				err = reject(pgerr.InsufficientPrivilege, c.Location, "system column %s is refused on private table %s: it identifies individual rows", name, p.table.QualifiedName())
 			}
 		}
 		return err == nil
@@ -51,7 +53,7 @@ func (a *Analyzer) scope(orig, sel *pg_query.SelectStmt, priv *relRef) (*planner
 		return nil, err
 	}
 	if p.rv == nil {
-		return nil, reject(CodeUnsupported, priv.rv.Location, "private table %s may only be read in the FROM clause of the query, possibly through derived tables or CTEs", name)
+		return nil, reject(pgerr.FeatureNotSupported, priv.rv.Location, "private table %s may only be read in the FROM clause of the query, possibly through derived tables or CTEs", name)
 	}
 	inFrom := map[*pg_query.RangeVar]bool{}
 	for _, f := range sel.FromClause {
@@ -67,9 +69,9 @@ func (a *Analyzer) scope(orig, sel *pg_query.SelectStmt, priv *relRef) (*planner
 			continue
 		}
 		if r.class == relPrivate {
-			return nil, reject(CodeUnsupported, r.rv.Location, "private table %s may only be read in the FROM clause of the query: subqueries in expressions are not supported", r.qualified())
+			return nil, reject(pgerr.FeatureNotSupported, r.rv.Location, "private table %s may only be read in the FROM clause of the query: subqueries in expressions are not supported", r.qualified())
 		}
-		return nil, reject(CodeUnsupported, r.rv.Location, "relation %s cannot be read in a subquery of a query over private table %s: join it in the FROM clause", r.qualified(), name)
+		return nil, reject(pgerr.FeatureNotSupported, r.rv.Location, "relation %s cannot be read in a subquery of a query over private table %s: join it in the FROM clause", r.qualified(), name)
 	}
 	return p, nil
 }
@@ -94,19 +96,19 @@ func (p *planner) fromItem(n *pg_query.Node, nullable bool) error {
 		rv := x.RangeVar
 		r := p.rels[rv]
 		if r == nil {
-			return reject(CodeUnsupported, rv.Location, "relation %s cannot be resolved", rv.Relname)
+			return reject(pgerr.FeatureNotSupported, rv.Location, "relation %s cannot be resolved", rv.Relname)
 		}
 		switch r.class {
 		case relPrivate:
 			if p.rv != nil {
-				return reject(CodeUnsupported, rv.Location, "joins of two private tables (%s, %s) are not supported: each person's rows in both would have to be bounded together", p.table.QualifiedName(), r.qualified()).
-					withHint("Aggregate each private table in its own query.")
+				return reject(pgerr.FeatureNotSupported, rv.Location, "joins of two private tables (%s, %s) are not supported: each person's rows in both would have to be bounded together", p.table.QualifiedName(), r.qualified()).
+					WithHint("Aggregate each private table in its own query.")
 			}
 			if nullable {
-				return reject(CodeUnsupported, rv.Location, "private table %s is on the nullable side of an outer join: rows without a private match would belong to no person; use an inner join or put %s on the preserved side", r.qualified(), r.qualified())
+				return reject(pgerr.FeatureNotSupported, rv.Location, "private table %s is on the nullable side of an outer join: rows without a private match would belong to no person; use an inner join or put %s on the preserved side", r.qualified(), r.qualified())
 			}
 			if rv.Alias != nil && len(rv.Alias.Colnames) > 0 {
-				return reject(CodeUnsupported, rv.Location, "column aliases on private table %s are not supported", r.qualified())
+				return reject(pgerr.FeatureNotSupported, rv.Location, "column aliases on private table %s are not supported", r.qualified())
 			}
 			p.table, p.rv, p.refName = r.table, rv, rv.Relname
 			if rv.Alias != nil {
@@ -114,7 +116,7 @@ func (p *planner) fromItem(n *pg_query.Node, nullable bool) error {
 			}
 		case relPublic:
 			if rv.Alias != nil && len(rv.Alias.Colnames) > 0 {
-				return reject(CodeUnsupported, rv.Location, "column aliases on joined table %s are not supported", r.qualified())
+				return reject(pgerr.FeatureNotSupported, rv.Location, "column aliases on joined table %s are not supported", r.qualified())
 			}
 			if rv.Alias != nil {
 				p.pubs[rv.Alias.Aliasname] = true
@@ -123,17 +125,17 @@ func (p *planner) fromItem(n *pg_query.Node, nullable bool) error {
 				p.pubs[r.schema+"."+rv.Relname] = true
 			}
 		default:
-			return reject(CodeUnsupported, rv.Location, "%s cannot be joined with a private table: only tables configured as public can", r.qualified())
+			return reject(pgerr.FeatureNotSupported, rv.Location, "%s cannot be joined with a private table: only tables configured as public can", r.qualified())
 		}
 		return nil
 	case *pg_query.Node_JoinExpr:
 		j := x.JoinExpr
 		p.joined = true
 		if j.IsNatural {
-			return reject(CodeUnsupported, -1, "NATURAL joins with a private table are not supported: name the join columns with ON or USING")
+			return reject(pgerr.FeatureNotSupported, -1, "NATURAL joins with a private table are not supported: name the join columns with ON or USING")
 		}
 		if j.Alias != nil || j.JoinUsingAlias != nil {
-			return reject(CodeUnsupported, -1, "aliases on a join with a private table are not supported")
+			return reject(pgerr.FeatureNotSupported, -1, "aliases on a join with a private table are not supported")
 		}
 		ln, rn := nullable, nullable
 		switch j.Jointype {
@@ -143,7 +145,7 @@ func (p *planner) fromItem(n *pg_query.Node, nullable bool) error {
 		case pg_query.JoinType_JOIN_RIGHT:
 			ln = true
 		default:
-			return reject(CodeUnsupported, -1, "only inner, left and right joins are supported with a private table")
+			return reject(pgerr.FeatureNotSupported, -1, "only inner, left and right joins are supported with a private table")
 		}
 		if j.Quals != nil {
 			p.quals = append(p.quals, j.Quals)
@@ -153,11 +155,11 @@ func (p *planner) fromItem(n *pg_query.Node, nullable bool) error {
 		}
 		return p.fromItem(j.Rarg, rn)
 	case *pg_query.Node_RangeSubselect:
-		return reject(CodeUnsupported, -1, "a subquery over public tables cannot be joined with a private table: join the table directly")
+		return reject(pgerr.FeatureNotSupported, -1, "a subquery over public tables cannot be joined with a private table: join the table directly")
 	case *pg_query.Node_RangeFunction:
-		return reject(CodeUnsupported, -1, "functions in FROM are not supported in a query over private table")
+		return reject(pgerr.FeatureNotSupported, -1, "functions in FROM are not supported in a query over private table")
 	}
-	return reject(CodeUnsupported, -1, "%s is not supported in FROM with a private table", describe(n))
+	return reject(pgerr.FeatureNotSupported, -1, "%s is not supported in FROM with a private table", describe(n))
 }
 
 // column resolves a column reference to a column of the private table or
@@ -170,11 +172,11 @@ func (p *planner) fromItem(n *pg_query.Node, nullable bool) error {
 func (p *planner) column(c *pg_query.ColumnRef) (*colRef, error) {
 	n := len(c.Fields)
 	if n == 0 {
-		return nil, reject(CodeUnsupported, c.Location, "empty column reference")
+		return nil, reject(pgerr.FeatureNotSupported, c.Location, "empty column reference")
 	}
 	if c.Fields[n-1].GetAStar() != nil {
-		return nil, reject(CodeForbidden, c.Location, "SELECT * would return individual rows of private table %s", p.table.QualifiedName()).
-			withHint("Select group keys and aggregates such as count(*), sum(col), avg(col).")
+		return nil, reject(pgerr.InsufficientPrivilege, c.Location, "SELECT * would return individual rows of private table %s", p.table.QualifiedName()).
+			WithHint("Select group keys and aggregates such as count(*), sum(col), avg(col).")
 	}
 	quals := make([]string, 0, n-1)
 	for _, f := range c.Fields[:n-1] {
@@ -182,7 +184,7 @@ func (p *planner) column(c *pg_query.ColumnRef) (*colRef, error) {
 	}
 	name := c.Fields[n-1].GetString_().GetSval()
 	bad := func() error {
-		return reject(CodeBadColumnRef, c.Location, "column reference %s does not refer to table %s", strings.Join(append(quals, name), "."), p.refName)
+		return reject(pgerr.UndefinedColumn, c.Location, "column reference %s does not refer to table %s", strings.Join(append(quals, name), "."), p.refName)
 	}
 	if name == "" {
 		return nil, bad()
@@ -190,7 +192,7 @@ func (p *planner) column(c *pg_query.ColumnRef) (*colRef, error) {
 	switch len(quals) {
 	case 0:
 		if name == p.refName || p.pubs[name] {
-			return nil, reject(CodeForbidden, c.Location, "whole-row reference %s would return individual rows of private table %s", name, p.table.QualifiedName())
+			return nil, reject(pgerr.InsufficientPrivilege, c.Location, "whole-row reference %s would return individual rows of private table %s", name, p.table.QualifiedName())
 		}
 		if !p.joined || name == p.table.PrivacyUnit || p.table.Columns[name] != nil {
 			return &colRef{name: name, private: true}, nil
@@ -229,9 +231,9 @@ func (p *planner) columnType(ref *pg_query.ColumnRef, c *colRef) (string, error)
 		return t, nil
 	}
 	if !p.a.typedTables[table] {
-		return "", reject(CodeForbidden, ref.Location, "dpproxy does not know the column types of table %s (it reads them when it starts; restart it after creating or changing a configured table)", table)
+		return "", reject(pgerr.InsufficientPrivilege, ref.Location, "dpproxy does not know the column types of table %s (it reads them when it starts; restart it after creating or changing a configured table)", table)
 	}
-	return "", reject(CodeBadColumnRef, ref.Location, "column %s of table %s does not exist (as of when dpproxy started)", c.name, table)
+	return "", reject(pgerr.UndefinedColumn, ref.Location, "column %s of table %s does not exist (as of when dpproxy started)", c.name, table)
 }
 
 // tableOf returns the relation (schema.table) a column reference reads.
@@ -262,7 +264,7 @@ func (p *planner) tableOf(ref *pg_query.ColumnRef, c *colRef) (string, error) {
 		if t, ok := byName[strings.Join(quals, ".")]; ok {
 			return t, nil
 		}
-		return "", reject(CodeBadColumnRef, ref.Location, "column reference %s does not refer to a table of the query", describe(&pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: ref}}))
+		return "", reject(pgerr.UndefinedColumn, ref.Location, "column reference %s does not refer to a table of the query", describe(&pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: ref}}))
 	}
 	var found []string
 	seen := map[string]bool{}
@@ -276,9 +278,9 @@ func (p *planner) tableOf(ref *pg_query.ColumnRef, c *colRef) (string, error) {
 	case 1:
 		return found[0], nil
 	case 0:
-		return "", reject(CodeBadColumnRef, ref.Location, "column %s does not exist in the tables of the query (as of when dpproxy started)", c.name)
+		return "", reject(pgerr.UndefinedColumn, ref.Location, "column %s does not exist in the tables of the query (as of when dpproxy started)", c.name)
 	}
-	return "", reject(CodeAmbiguous, ref.Location, "column reference %q is ambiguous", c.name)
+	return "", reject(pgerr.AmbiguousColumn, ref.Location, "column reference %q is ambiguous", c.name)
 }
 
 // numericColumn reports whether a column may be clamped or computed on as

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 )
 
@@ -36,7 +38,7 @@ func SettingRefused(name string, loc int32) error {
 	if !ok {
 		reason = "only " + allowedSettingsList() + " may be set"
 	}
-	return reject(CodeForbidden, loc, "setting %q is not allowed: %s", name, reason)
+	return reject(pgerr.InsufficientPrivilege, loc, "setting %q is not allowed: %s", name, reason)
 }
 
 func allowedSettingsList() string {
@@ -66,8 +68,8 @@ func CheckClientEncoding(value string) error {
 	case "utf8", "unicode":
 		return nil
 	}
-	return reject(CodeUnsupported, -1, "client_encoding %q is not supported: dpproxy accepts only UTF8", value).
-		withHint("Set the client's encoding to UTF8 (PGCLIENTENCODING=UTF8, or SET client_encoding = 'UTF8').")
+	return reject(pgerr.FeatureNotSupported, -1, "client_encoding %q is not supported: dpproxy accepts only UTF8", value).
+		WithHint("Set the client's encoding to UTF8 (PGCLIENTENCODING=UTF8, or SET client_encoding = 'UTF8').")
 }
 
 // setStmt handles SET, SET LOCAL, RESET and RESET ALL.
@@ -83,7 +85,7 @@ func setStmt(n *pg_query.VariableSetStmt, text string) (*Statement, error) {
 		// settable setting needs another form.
 		for _, arg := range n.Args {
 			if arg.GetAConst() == nil {
-				return nil, reject(CodeUnsupported, -1, "SET %s takes a constant value (a string or a number)", name)
+				return nil, reject(pgerr.FeatureNotSupported, -1, "SET %s takes a constant value (a string or a number)", name)
 			}
 		}
 	}
@@ -98,7 +100,7 @@ func setStmt(n *pg_query.VariableSetStmt, text string) (*Statement, error) {
 			}
 			return &Statement{Kind: KindPassThrough}, nil
 		}
-		return nil, reject(CodeForbidden, -1, "SET %s is not allowed", strings.ToUpper(n.Name))
+		return nil, reject(pgerr.InsufficientPrivilege, -1, "SET %s is not allowed", strings.ToUpper(n.Name))
 	}
 	if name == "client_encoding" {
 		// SET client_encoding / SET NAMES: only UTF-8, which it already is.
@@ -106,7 +108,7 @@ func setStmt(n *pg_query.VariableSetStmt, text string) (*Statement, error) {
 			for _, arg := range n.Args {
 				c := arg.GetAConst()
 				if c == nil {
-					return nil, reject(CodeUnsupported, -1, "SET client_encoding takes a constant value")
+					return nil, reject(pgerr.FeatureNotSupported, -1, "SET client_encoding takes a constant value")
 				}
 				if err := CheckClientEncoding(constString(c)); err != nil {
 					return nil, err
@@ -123,10 +125,10 @@ func setStmt(n *pg_query.VariableSetStmt, text string) (*Statement, error) {
 
 func setDP(n *pg_query.VariableSetStmt, name string) (*Statement, error) {
 	if name == "" {
-		return nil, reject(CodeSyntax, -1, "SET dp. needs a setting name, such as dp.epsilon")
+		return nil, reject(pgerr.SyntaxError, -1, "SET dp. needs a setting name, such as dp.epsilon")
 	}
 	if n.IsLocal {
-		return nil, reject(CodeUnsupported, -1, "SET LOCAL dp.%s is not supported: dp settings last for the session", name)
+		return nil, reject(pgerr.FeatureNotSupported, -1, "SET LOCAL dp.%s is not supported: dp settings last for the session", name)
 	}
 	st := &Statement{Kind: KindSetDP, Tag: "SET", Setting: &Setting{Name: name}}
 	switch n.Kind {
@@ -135,7 +137,7 @@ func setDP(n *pg_query.VariableSetStmt, name string) (*Statement, error) {
 		for _, arg := range n.Args {
 			c := arg.GetAConst()
 			if c == nil || c.Isnull {
-				return nil, reject(CodeUnsupported, -1, "SET dp.%s takes a constant value", name)
+				return nil, reject(pgerr.FeatureNotSupported, -1, "SET dp.%s takes a constant value", name)
 			}
 			vals = append(vals, constString(c))
 		}
@@ -146,7 +148,7 @@ func setDP(n *pg_query.VariableSetStmt, name string) (*Statement, error) {
 		st.Tag = "RESET"
 		st.Setting.Reset = true
 	default:
-		return nil, reject(CodeUnsupported, -1, "this form of SET dp.%s is not supported", name)
+		return nil, reject(pgerr.FeatureNotSupported, -1, "this form of SET dp.%s is not supported", name)
 	}
 	return st, nil
 }
@@ -172,7 +174,7 @@ func showStmt(n *pg_query.VariableShowStmt, text string) (*Statement, error) {
 	name := strings.ToLower(n.Name)
 	if dpName, ok := strings.CutPrefix(name, "dp."); ok {
 		if dpName == "" {
-			return nil, reject(CodeSyntax, -1, "SHOW dp. needs a setting name, such as dp.budget")
+			return nil, reject(pgerr.SyntaxError, -1, "SHOW dp. needs a setting name, such as dp.budget")
 		}
 		return &Statement{Kind: KindShowDP, Tag: "SHOW", Setting: &Setting{Name: dpName}}, nil
 	}
@@ -180,11 +182,11 @@ func showStmt(n *pg_query.VariableShowStmt, text string) (*Statement, error) {
 	// what current_setting may not: the same list applies.
 	if !readableSettings[name] {
 		if name == "all" {
-			return nil, reject(CodeForbidden, -1, "SHOW ALL is refused: only some settings may be read").
-				withHint("Settings that can be read: %s.", strings.Join(sortedKeys(readableSettings), ", "))
+			return nil, reject(pgerr.InsufficientPrivilege, -1, "SHOW ALL is refused: only some settings may be read").
+				WithHint("Settings that can be read: %s.", strings.Join(sortedKeys(readableSettings), ", "))
 		}
-		return nil, reject(CodeForbidden, -1, "SHOW %s is refused: this setting may not be read through dpproxy", name).
-			withHint("Settings that can be read: %s.", strings.Join(sortedKeys(readableSettings), ", "))
+		return nil, reject(pgerr.InsufficientPrivilege, -1, "SHOW %s is refused: this setting may not be read through dpproxy", name).
+			WithHint("Settings that can be read: %s.", strings.Join(sortedKeys(readableSettings), ", "))
 	}
 	return &Statement{Kind: KindPassThrough}, nil
 }
@@ -199,7 +201,7 @@ func transactionStmt(n *pg_query.TransactionStmt, text string) (*Statement, erro
 		pg_query.TransactionStmtKind_TRANS_STMT_SAVEPOINT, pg_query.TransactionStmtKind_TRANS_STMT_RELEASE,
 		pg_query.TransactionStmtKind_TRANS_STMT_ROLLBACK_TO:
 	default:
-		return nil, reject(CodeForbidden, -1, "two-phase commit (PREPARE TRANSACTION, COMMIT PREPARED, ROLLBACK PREPARED) is refused")
+		return nil, reject(pgerr.InsufficientPrivilege, -1, "two-phase commit (PREPARE TRANSACTION, COMMIT PREPARED, ROLLBACK PREPARED) is refused")
 	}
 	// The end of a transaction (or of a savepoint) may undo SET LOCAL and
 	// SETs made inside it.
@@ -211,16 +213,16 @@ func transactionOptions(opts []*pg_query.Node) error {
 	for _, o := range opts {
 		d := o.GetDefElem()
 		if d == nil {
-			return reject(CodeUnsupported, -1, "unexpected transaction option")
+			return reject(pgerr.FeatureNotSupported, -1, "unexpected transaction option")
 		}
 		switch d.Defname {
 		case "transaction_isolation", "transaction_deferrable":
 		case "transaction_read_only":
 			if c := d.Arg.GetAConst(); c == nil || c.GetIval().GetIval() != 1 {
-				return reject(CodeForbidden, d.Location, "READ WRITE transactions are refused: dpproxy sessions are read-only")
+				return reject(pgerr.InsufficientPrivilege, d.Location, "READ WRITE transactions are refused: dpproxy sessions are read-only")
 			}
 		default:
-			return reject(CodeUnsupported, d.Location, "transaction option %q is not supported", d.Defname)
+			return reject(pgerr.FeatureNotSupported, d.Location, "transaction option %q is not supported", d.Defname)
 		}
 	}
 	return nil

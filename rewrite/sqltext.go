@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -14,7 +16,7 @@ import (
 func deparseStmt(n *pg_query.Node) (string, error) {
 	s, err := pg_query.Deparse(&pg_query.ParseResult{Stmts: []*pg_query.RawStmt{{Stmt: n}}})
 	if err != nil {
-		return "", reject(CodeUnsupported, -1, "statement cannot be rewritten: %v", err)
+		return "", reject(pgerr.FeatureNotSupported, -1, "statement cannot be rewritten: %v", err)
 	}
 	return s, nil
 }
@@ -34,7 +36,7 @@ func deparseExpr(n *pg_query.Node) (string, error) {
 	}
 	out, ok := strings.CutPrefix(s, "SELECT ")
 	if !ok {
-		return "", reject(CodeUnsupported, -1, "expression cannot be rewritten")
+		return "", reject(pgerr.FeatureNotSupported, -1, "expression cannot be rewritten")
 	}
 	if err := faithful(&pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}, s); err != nil {
 		return "", err
@@ -50,7 +52,7 @@ func deparseExpr(n *pg_query.Node) (string, error) {
 func faithful(n *pg_query.Node, text string) error {
 	tree, err := pg_query.Parse(text)
 	if err != nil || len(tree.Stmts) != 1 || !sameTree(n, tree.Stmts[0].Stmt) {
-		return reject(CodeUnsupported, -1, "this query cannot be rewritten faithfully (a limitation of the SQL printer); add parentheses or simplify it")
+		return reject(pgerr.FeatureNotSupported, -1, "this query cannot be rewritten faithfully (a limitation of the SQL printer); add parentheses or simplify it")
 	}
 	return nil
 }
@@ -106,7 +108,7 @@ func fromItem(rv *pg_query.RangeVar, schema string) (string, error) {
 	}
 	out, ok := strings.CutPrefix(s, "SELECT 1 FROM ")
 	if !ok {
-		return "", reject(CodeUnsupported, -1, "table reference cannot be rewritten")
+		return "", reject(pgerr.FeatureNotSupported, -1, "table reference cannot be rewritten")
 	}
 	return out, nil
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -60,7 +62,7 @@ func (p *planner) fromSQL(items []*pg_query.Node) (string, error) {
 	}
 	out, ok := strings.CutPrefix(s, "SELECT 1 FROM ")
 	if !ok {
-		return "", reject(CodeUnsupported, -1, "FROM clause cannot be rewritten")
+		return "", reject(pgerr.FeatureNotSupported, -1, "FROM clause cannot be rewritten")
 	}
 	return out, nil
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 )
 
@@ -14,16 +16,13 @@ import (
 // only to a value in (0, limit]: 0 would disable it, a larger one raise it.
 // RESET, SET ... TO DEFAULT, RESET ALL and DISCARD ALL restore the limit.
 
-// CodeInvalidParameter is the SQLSTATE of a setting value out of range.
-const CodeInvalidParameter = "22023" // invalid_parameter_value
-
 // checkTimeoutSet checks SET [LOCAL] statement_timeout against the limit.
 func (a *Analyzer) checkTimeoutSet(n *pg_query.VariableSetStmt) error {
 	if !strings.EqualFold(n.Name, "statement_timeout") || n.Kind != pg_query.VariableSetKind_VAR_SET_VALUE {
 		return nil
 	}
 	if len(n.Args) != 1 || n.Args[0].GetAConst() == nil || n.Args[0].GetAConst().Isnull {
-		return reject(CodeInvalidParameter, -1, "SET statement_timeout takes one constant value")
+		return reject(pgerr.InvalidParameterValue, -1, "SET statement_timeout takes one constant value")
 	}
 	return CheckStatementTimeout(constString(n.Args[0].GetAConst()), a.cfg.Limits.WithDefaults().StatementTimeout)
 }
@@ -38,12 +37,12 @@ func CheckStatementTimeout(value string, limit time.Duration) error {
 	ms, ok := parseTimeoutMS(value)
 	switch {
 	case !ok:
-		return reject(CodeInvalidParameter, -1, "invalid value for statement_timeout: %q", value).
-			withHint("Give milliseconds, or a number with a unit (us, ms, s, min, h, d).")
+		return reject(pgerr.InvalidParameterValue, -1, "invalid value for statement_timeout: %q", value).
+			WithHint("Give milliseconds, or a number with a unit (us, ms, s, min, h, d).")
 	case ms <= 0:
-		return reject(CodeInvalidParameter, -1, "statement_timeout %q would disable the time limit: dpproxy bounds every statement by %d ms (limits.statement_timeout)", value, limitMS)
+		return reject(pgerr.InvalidParameterValue, -1, "statement_timeout %q would disable the time limit: dpproxy bounds every statement by %d ms (limits.statement_timeout)", value, limitMS)
 	case ms > float64(limitMS):
-		return reject(CodeInvalidParameter, -1, "statement_timeout %q exceeds dpproxy's limit of %d ms (limits.statement_timeout)", value, limitMS)
+		return reject(pgerr.InvalidParameterValue, -1, "statement_timeout %q exceeds dpproxy's limit of %d ms (limits.statement_timeout)", value, limitMS)
 	}
 	return nil
 }

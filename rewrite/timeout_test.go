@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 func TestCheckStatementTimeout(t *testing.T) {
@@ -18,7 +20,7 @@ func TestCheckStatementTimeout(t *testing.T) {
 	for _, v := range bad {
 		err := CheckStatementTimeout(v, limit)
 		var re *RejectError
-		if !errors.As(err, &re) || re.Code != CodeInvalidParameter {
+		if !errors.As(err, &re) || re.Code != pgerr.InvalidParameterValue {
 			t.Errorf("CheckStatementTimeout(%q) = %v, want 22023", v, err)
 		}
 	}
@@ -40,7 +42,7 @@ func TestSetStatementTimeout(t *testing.T) {
 		"BEGIN; SET LOCAL statement_timeout = 0; SELECT 1; COMMIT"} {
 		_, err := a.Analyze(sql)
 		var re *RejectError
-		if !errors.As(err, &re) || re.Code != CodeInvalidParameter {
+		if !errors.As(err, &re) || re.Code != pgerr.InvalidParameterValue {
 			t.Errorf("Analyze(%q) = %v, want 22023", sql, err)
 		}
 	}

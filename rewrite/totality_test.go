@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/jackc/pgx/v5"
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 
@@ -202,7 +204,7 @@ func TestConstantsRefused(t *testing.T) {
 			sql := fmt.Sprintf(pos.sql, c.expr)
 			_, err := a.Analyze(sql)
 			var re *RejectError
-			if !errors.As(err, &re) || re.Code != CodeForbidden || !strings.Contains(re.Message, c.names) {
+			if !errors.As(err, &re) || re.Code != pgerr.InsufficientPrivilege || !strings.Contains(re.Message, c.names) {
 				t.Errorf("%s: Analyze(%q) = %v, want 42501 naming %s", pos.name, sql, err, c.names)
 			}
 		}
@@ -293,7 +295,7 @@ func TestTypeChecks(t *testing.T) {
 		}
 	}
 	var re *RejectError
-	if err := (TypeCheck{Param: 1, Types: []string{"numeric"}, What: "compared with amount (numeric)"}).Check(701); !errors.As(err, &re) || re.Code != CodeForbidden {
+	if err := (TypeCheck{Param: 1, Types: []string{"numeric"}, What: "compared with amount (numeric)"}).Check(701); !errors.As(err, &re) || re.Code != pgerr.InsufficientPrivilege {
 		t.Errorf("Check(float8) = %v, want a 42501 refusal", err)
 	}
 }
@@ -364,14 +366,14 @@ func TestTotalityDecisions(t *testing.T) {
 	for _, c := range refused {
 		_, err := a.Analyze(c.sql)
 		var re *RejectError
-		if !errors.As(err, &re) || re.Code != CodeForbidden || !strings.Contains(re.Message, c.names) {
+		if !errors.As(err, &re) || re.Code != pgerr.InsufficientPrivilege || !strings.Contains(re.Message, c.names) {
 			t.Errorf("Analyze(%q) = %v, want 42501 naming %q", c.sql, err, c.names)
 		}
 	}
 	// A column missing from the types read at start does not exist (or
 	// was added since): 42703; a table without types is refused.
-	for sql, code := range map[string]string{
-		"SELECT count(*) FROM orders WHERE nosuch > 1": CodeBadColumnRef,
+	for sql, code := range map[string]pgerr.Code{
+		"SELECT count(*) FROM orders WHERE nosuch > 1": pgerr.UndefinedColumn,
 	} {
 		_, err := a.Analyze(sql)
 		var re *RejectError
@@ -382,7 +384,7 @@ func TestTotalityDecisions(t *testing.T) {
 	partial := New(a.cfg, Options{Relations: testRelations, ColumnTypes: map[string]string{"public.orders.amount": "numeric"}})
 	_, err := partial.Analyze("SELECT count(*) FROM sales.visits WHERE duration > 1")
 	var re *RejectError
-	if !errors.As(err, &re) || re.Code != CodeForbidden || !strings.Contains(re.Message, "does not know the column types of table sales.visits") {
+	if !errors.As(err, &re) || re.Code != pgerr.InsufficientPrivilege || !strings.Contains(re.Message, "does not know the column types of table sales.visits") {
 		t.Errorf("without types for sales.visits: %v, want 42501", err)
 	}
 }

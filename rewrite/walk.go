@@ -3,6 +3,8 @@ package rewrite
 import (
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -131,7 +133,7 @@ func (a *Analyzer) resolve(refs []*relRef) error {
 			continue
 		}
 		if rv.Catalogname != "" {
-			return reject(CodeForbidden, rv.Location, "cross-database reference %q is refused", rv.Catalogname+"."+rv.Schemaname+"."+rv.Relname)
+			return reject(pgerr.InsufficientPrivilege, rv.Location, "cross-database reference %q is refused", rv.Catalogname+"."+rv.Schemaname+"."+rv.Relname)
 		}
 		r.schema, r.name = rv.Schemaname, rv.Relname
 		if r.schema == "" {
@@ -144,7 +146,7 @@ func (a *Analyzer) resolve(refs []*relRef) error {
 		case "pg_catalog", "information_schema":
 			// Only the relations on the allowlist of allowlists.go.
 			if why := catalogRefusal(r.schema, r.name); why != "" {
-				return reject(CodeForbidden, rv.Location, "reading %s is refused: %s", r.qualified(), why)
+				return reject(pgerr.InsufficientPrivilege, rv.Location, "reading %s is refused: %s", r.qualified(), why)
 			}
 			r.class = relCatalog
 			continue
@@ -152,8 +154,8 @@ func (a *Analyzer) resolve(refs []*relRef) error {
 		t := a.cfg.Table(r.schema, r.name)
 		switch {
 		case t == nil:
-			return reject(CodeForbidden, rv.Location, "table %q is not configured in dpproxy", r.qualified()).
-				withHint("Only tables listed under tables: in the configuration can be read.")
+			return reject(pgerr.InsufficientPrivilege, rv.Location, "table %q is not configured in dpproxy", r.qualified()).
+				WithHint("Only tables listed under tables: in the configuration can be read.")
 		case t.Public:
 			r.class = relPublic
 		default:

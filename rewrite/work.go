@@ -3,6 +3,8 @@ package rewrite
 import (
 	"unicode/utf8"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -41,7 +43,7 @@ func (p *planner) boundedWork(sel *pg_query.SelectStmt) error {
 		}
 		if c := pat.GetAConst(); c != nil && c.GetSval() != nil {
 			if n := utf8.RuneCountInString(c.GetSval().GetSval()); n > maxLikePattern {
-				err = reject(CodeUnsupported, c.Location, "a LIKE pattern over a private table may have at most %d characters, this one has %d: "+
+				err = reject(pgerr.FeatureNotSupported, c.Location, "a LIKE pattern over a private table may have at most %d characters, this one has %d: "+
 					"matching a long pattern costs time in proportion to each matching person's values, which the running time would reveal", maxLikePattern, n)
 			}
 		}
