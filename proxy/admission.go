@@ -5,9 +5,9 @@ import (
 	"net"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // Admission: the accept loop and the counts a connection must fit in

@@ -7,10 +7,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // Cancelling upstream statements. Each message a session handles runs

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 

@@ -3,10 +3,10 @@ package proxy
 import (
 	"errors"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // Error is the proxy's client-safe error: pgerr's, the one error type of

@@ -6,11 +6,10 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // Limits keep one client, or many, from exhausting

@@ -8,9 +8,9 @@ import (
 	"net"
 	"strings"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // The message loop: the stage of a session after its startup

@@ -8,9 +8,9 @@ import (
 	"net"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // Negotiation: the first stage of a connection, before any user is known.

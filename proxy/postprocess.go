@@ -7,11 +7,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 

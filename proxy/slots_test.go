@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // TestAcquirePrivate: a query takes one of its analyst's slots and one of

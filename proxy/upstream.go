@@ -5,10 +5,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // The session's upstream connection beyond its startup (begin.go): the

@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 )
 

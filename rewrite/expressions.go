@@ -3,10 +3,10 @@ package rewrite
 import (
 	"strings"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // The checker of a private query's expressions: every WHERE, FILTER and

@@ -4,10 +4,10 @@ import (
 	"math"
 	"strings"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // The functions a private query may apply to column values (the

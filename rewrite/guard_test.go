@@ -10,9 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // deepShape builds texts of growing depth or length:

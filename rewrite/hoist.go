@@ -5,10 +5,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // Constants first. PostgreSQL folds a constant subexpression before any

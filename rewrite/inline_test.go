@@ -4,10 +4,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // perUnitClauses parses a rewritten query and returns, deparsed, the WHERE

@@ -4,9 +4,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	pg_query "github.com/pganalyze/pg_query_go/v5"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // Bounded joins (docs/threat-model.md, "Timing").

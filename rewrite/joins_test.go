@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	"github.com/dpproxy/dpproxy/internal/testconf"
 )
 

@@ -3,10 +3,11 @@ package rewrite
 import (
 	"math"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/sensitivity"
 )
 
 // Phase keys: the GROUP BY keys, and the bound on how many groups one
@@ -14,27 +15,23 @@ import (
 
 // groupBounds sets MaxGroups and PartitionSelection (docs/design.md, Sensitivity).
 func (p *planner) groupBounds(plan *Plan) {
-	l0 := p.table.MaxGroupsPerUnit
-	if len(p.keys) == 0 {
-		plan.MaxGroups = 1
-		return
-	}
+	// combos is the number of public key combinations, 0 when a key has
+	// none (its values are read from the private table).
 	combos := int64(1)
 	for _, pk := range p.keys {
-		k := pk.key
-		if k.PublicValues == nil {
+		n := int64(len(pk.key.PublicValues))
+		if pk.key.PublicValues == nil {
 			plan.PartitionSelection = true
-			plan.MaxGroups = l0
-			return
+			combos = 0
+			break
 		}
-		n := int64(len(k.PublicValues))
 		if combos > math.MaxInt64/n {
 			combos = math.MaxInt64
 		} else {
 			combos *= n
 		}
 	}
-	plan.MaxGroups = min(l0, combos)
+	plan.MaxGroups = sensitivity.MaxGroups(len(p.keys) > 0, p.table.MaxGroupsPerUnit, combos)
 }
 
 func (p *planner) groupBy(sel *pg_query.SelectStmt) error {

@@ -3,9 +3,9 @@ package rewrite
 import (
 	"strconv"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	pg_query "github.com/pganalyze/pg_query_go/v5"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // Phase outputs: the select list as group keys and aggregates, ORDER BY

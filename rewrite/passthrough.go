@@ -3,11 +3,11 @@ package rewrite
 import (
 	"strings"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // funcAllowed checks a function call of a pass-through query.

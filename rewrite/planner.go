@@ -4,9 +4,8 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // The planner of a private query: plan runs the phases in order (doc.go)

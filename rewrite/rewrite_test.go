@@ -10,13 +10,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/internal/golden"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/internal/testconf"
 )
 

@@ -3,10 +3,10 @@ package rewrite
 import (
 	"strings"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // Phase scope: which relations the FROM clause joins (the private table,

@@ -4,9 +4,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	pg_query "github.com/pganalyze/pg_query_go/v5"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // RenderSettings are the settable settings that change how PostgreSQL

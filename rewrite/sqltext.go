@@ -5,11 +5,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // deparseStmt deparses one statement.
@@ -89,28 +89,6 @@ func quoteIdent(name string) (string, error) {
 	return deparseExpr(&pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: &pg_query.ColumnRef{
 		Fields: []*pg_query.Node{pg_query.MakeStrNode(name)}, Location: -1,
 	}}})
-}
-
-// fromItem prints the private table as a FROM item, schema-qualified, with
-// the query's alias and ONLY if given.
-func fromItem(rv *pg_query.RangeVar, schema string) (string, error) {
-	c := proto.Clone(rv).(*pg_query.RangeVar)
-	c.Schemaname = schema
-	sel := &pg_query.SelectStmt{
-		TargetList:  []*pg_query.Node{pg_query.MakeResTargetNodeWithVal(pg_query.MakeAConstIntNode(1, -1), -1)},
-		FromClause:  []*pg_query.Node{{Node: &pg_query.Node_RangeVar{RangeVar: c}}},
-		LimitOption: pg_query.LimitOption_LIMIT_OPTION_DEFAULT,
-		Op:          pg_query.SetOperation_SETOP_NONE,
-	}
-	s, err := deparseStmt(&pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}})
-	if err != nil {
-		return "", err
-	}
-	out, ok := strings.CutPrefix(s, "SELECT 1 FROM ")
-	if !ok {
-		return "", reject(pgerr.FeatureNotSupported, -1, "table reference cannot be rewritten")
-	}
-	return out, nil
 }
 
 // quoteLiteral quotes a string constant. Values with a backslash use an

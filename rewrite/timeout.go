@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	pg_query "github.com/pganalyze/pg_query_go/v5"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // Every upstream connection starts with statement_timeout at

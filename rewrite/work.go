@@ -3,10 +3,10 @@ package rewrite
 import (
 	"unicode/utf8"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
-
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // Bounding the work one person's rows can cause (docs/threat-model.md,

@@ -101,7 +101,7 @@ type Share struct {
 	Epsilon, Delta float64
 }
 
-// Split divides one query's (eps, delta) among its aggregates and its
+// SplitWith divides one query's (eps, delta) among its aggregates and its
 // partition selection, as docs/design.md specifies.
 //
 // By sequential composition (Dwork & Roth, Thm. 3.16) releasing mechanisms
@@ -126,16 +126,12 @@ type Share struct {
 //
 // Shares are rounded down if needed so that (k+s)·share never exceeds the
 // charged total, even by the rounding of one float64 division.
-func Split(eps, delta float64, aggregates int, selection bool, gaussian bool) (perAgg, sel, total Share) {
-	return SplitWith(eps, delta, aggregates, 0, selection, gaussian)
-}
-
-// SplitWith is Split for a query of which pure aggregates (pure ≤
-// aggregates) are released by a pure ε-DP mechanism whatever the noise,
-// such as the exponential mechanism of quantiles: with Gaussian noise δ is
-// divided among the other aggregates and the selection only, so none of it
-// is charged without being used. A pure aggregate's share is perAgg with
-// Delta set to 0 by the caller.
+//
+// pure of the aggregates (pure ≤ aggregates) are released by a pure ε-DP
+// mechanism whatever the noise, such as the exponential mechanism of
+// quantiles: with Gaussian noise δ is divided among the other aggregates
+// and the selection only, so none of it is charged without being used. A
+// pure aggregate's share is perAgg with Delta set to 0 by the caller.
 func SplitWith(eps, delta float64, aggregates, pure int, selection bool, gaussian bool) (perAgg, sel, total Share) {
 	k := max(aggregates, 0)
 	pure = min(max(pure, 0), k)

@@ -84,9 +84,9 @@ func TestSplit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			perAgg, sel, total := Split(tt.eps, tt.delta, tt.k, tt.sel, tt.gaussian)
+			perAgg, sel, total := SplitWith(tt.eps, tt.delta, tt.k, 0, tt.sel, tt.gaussian)
 			if !near(perAgg, tt.perAgg) || !near(sel, tt.selS) || !near(total, tt.total) {
-				t.Errorf("Split(%v, %v, %d, %v, %v) = %+v, %+v, %+v, want %+v, %+v, %+v",
+				t.Errorf("SplitWith(%v, %v, %d, 0, %v, %v) = %+v, %+v, %+v, want %+v, %+v, %+v",
 					tt.eps, tt.delta, tt.k, tt.sel, tt.gaussian, perAgg, sel, total, tt.perAgg, tt.selS, tt.total)
 			}
 			// Sequential composition: what the mechanisms consume never
