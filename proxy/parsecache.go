@@ -14,7 +14,7 @@ import (
 // bytes of the text and on the configuration, which is fixed for a
 // Server's life: every session reads text as UTF-8 (client_encoding is
 // pinned, session.go) and no setting a client may change alters how
-// PostgreSQL parses (rewrite/session.go). So its result is shared by
+// PostgreSQL parses (rewrite/allowlists.go, settableSettings). So its result is shared by
 // every session, keyed by the exact text.
 //
 // There is deliberately no cache by "shape" (text with constants

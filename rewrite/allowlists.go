@@ -248,7 +248,7 @@ var readableSettings = func() map[string]bool {
 // holds data values, counts or sizes of rows, other sessions' state,
 // settings, server files or credentials may not, or only masked
 // (mask.go). Each allowed group names the clients that read it; their
-// queries are the golden files testdata/ok_client_*.sql, and
+// queries are the golden files testdata/clients/ok_client_*.sql, and
 // e2e/clients_test.go runs the clients. TestCatalogDecisionsCoverUpstream
 // checks that every relation of a real PostgreSQL has a decision here.
 
@@ -476,7 +476,7 @@ var statsValueColumns = map[string]bool{"stxndistinct": true, "stxdependencies":
 // without the pg_catalog qualifier: what psql's \d commands, pgJDBC's
 // DatabaseMetaData, psqlODBC, SQLAlchemy, Metabase, Grafana, DBeaver and
 // Superset use to browse the schema (the golden files
-// rewrite/testdata/ok_client_*.sql hold their queries; e2e/clients_test.go
+// rewrite/testdata/clients/ok_client_*.sql hold their queries; e2e/clients_test.go
 // runs the clients), plus plain scalar builtins. None reads table sizes,
 // row counts, files, settings or sequences, shows other sessions or the
 // server's processes, sleeps, draws random numbers, takes locks or

@@ -16,7 +16,7 @@ import (
 )
 
 // TestCatalogAllowlistRefuses: a pass-through query reads only the catalog
-// relations on the allowlist (catalogs.go). Whatever else it names, however
+// relations on the allowlist (allowlists.go). Whatever else it names, however
 // spelled and wherever in the query, is refused with 42501 and a message
 // naming it.
 func TestCatalogAllowlistRefuses(t *testing.T) {
@@ -151,7 +151,7 @@ func TestCatalogAllowlistRefuses(t *testing.T) {
 	}
 }
 
-// TestCatalogAllowlistAccepts: what the clients of catalogs.go read is
+// TestCatalogAllowlistAccepts: what the clients of allowlists.go read is
 // passed through (their whole queries are the golden files
 // testdata/clients/ok_client_*.sql).
 func TestCatalogAllowlistAccepts(t *testing.T) {
@@ -269,7 +269,7 @@ func TestReadSettingsMasked(t *testing.T) {
 // relation of pg_catalog.
 func TestMaskedRelationsHaveColumns(t *testing.T) {
 	if len(pg15Columns) != len(maskedRelations) {
-		t.Errorf("mask.go has PostgreSQL 15's columns of %d relations, catalogs.go masks %d", len(pg15Columns), len(maskedRelations))
+		t.Errorf("mask.go has PostgreSQL 15's columns of %d relations, allowlists.go masks %d", len(pg15Columns), len(maskedRelations))
 	}
 	for name := range maskedRelations {
 		if pg15Columns[name] == "" {
@@ -280,7 +280,7 @@ func TestMaskedRelationsHaveColumns(t *testing.T) {
 
 // TestCatalogDecisionsCoverUpstream goes through every relation of
 // pg_catalog and information_schema of a real PostgreSQL: each must have a
-// decision in catalogs.go (allowed, masked, or refused with a reason), each
+// decision in allowlists.go (allowed, masked, or refused with a reason), each
 // allowed one must be answered as the proxy would send it, and the masked
 // pg_settings must return only the readable settings, without their files.
 func TestCatalogDecisionsCoverUpstream(t *testing.T) {
@@ -336,7 +336,7 @@ func TestCatalogDecisionsCoverUpstream(t *testing.T) {
 			// Refused: the decision must be written down, not a default,
 			// for every relation of the PostgreSQL versions reviewed.
 			if _, listed := refusedRelations[q]; !listed && !statsViewPrefix(r[0], r[1]) && version < 160000 {
-				t.Errorf("%s (PostgreSQL %s) is refused by default: review it and list it in catalogs.go", q, versionName)
+				t.Errorf("%s (PostgreSQL %s) is refused by default: review it and list it in allowlists.go", q, versionName)
 			}
 			continue
 		}
