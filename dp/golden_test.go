@@ -92,12 +92,16 @@ func renderSpecs(stmts []*rewrite.Statement) string {
 	return b.String()
 }
 
-// outputNames names the plan's outputs without a database: a key by its
-// column (or expression), an aggregate by its function.
+// outputNames names the plan's outputs without a database: as PostgreSQL
+// would (Output.Name: the alias, or the column or function name), or, for
+// the released columns of a plan with post-processing, a key by its
+// column (or expression) and an aggregate by its function.
 func outputNames(plan *rewrite.Plan) []string {
 	names := make([]string, len(plan.Outputs))
 	for i, o := range plan.Outputs {
 		switch {
+		case o.Name != "":
+			names[i] = o.Name
 		case o.Agg != nil:
 			names[i] = o.Agg.Func
 		case o.GroupKey >= 0 && plan.GroupKeys[o.GroupKey].Column != "":

@@ -58,10 +58,10 @@ func (p *planner) targets(sel *pg_query.SelectStmt, plan *Plan) error {
 			if err != nil {
 				return err
 			}
-			plan.Outputs = append(plan.Outputs, Output{GroupKey: -1, Agg: agg})
+			plan.Outputs = append(plan.Outputs, Output{GroupKey: -1, Agg: agg, Name: outputName(rt)})
 			continue
 		}
-		plan.Outputs = append(plan.Outputs, Output{GroupKey: p.keyFor(v)})
+		plan.Outputs = append(plan.Outputs, Output{GroupKey: p.keyFor(v), Name: outputName(rt)})
 	}
 	return nil
 }

@@ -107,6 +107,12 @@ type Output struct {
 	GroupKey int
 	// Agg is set when this output is an aggregate.
 	Agg *Aggregate
+	// Name is the column name PostgreSQL gives the output (its alias, or
+	// FigureColname's choice), "" for the released columns of a plan with
+	// post-processing, which the client never sees. The client's row
+	// description comes from the database, not from here: Name is for
+	// what is worded without one (the DP-spec goldens).
+	Name string
 }
 
 // Aggregate is one aggregate of the original query and where its exact,
