@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/internal/testconf"
 	"github.com/dpproxy/dpproxy/proxy"
 )
 
@@ -230,30 +231,9 @@ var attacks = []attack{
 // configuration.
 const attackViewSQL = `CREATE OR REPLACE VIEW dp_attack_orders_v AS SELECT * FROM orders`
 
-const attackConfig = `
-listen: 127.0.0.1:0
-upstream: UPSTREAM
-auth:
-  method: scram-sha-256
-  users:
-    - {name: mallory, password_env: PW, budget: {epsilon: 1000, delta: 1.0e-3}}
-privacy:
-  epsilon: 1.0
-  max_epsilon_per_query: 5.0
-  delta: 1.0e-7
-tables:
-  public.orders:
-    privacy_unit: customer_id
-    columns:
-      amount:   {lower: 0, upper: 500}
-      quantity: {lower: 1, upper: 4}
-      region:   {public_values: [north, south, east, west]}
-  public.customers:
-    privacy_unit: customer_id
-    max_groups_per_unit: 1
-    max_rows_per_unit: 1
-  public.products: {public: true}
-`
+// attackConfig is the attack tests' proxy (testconf.Attack), for analyst
+// mallory with password_env PW.
+var attackConfig = testconf.YAML(testconf.Attack)
 
 // attackModes are the protocols every attack is sent through: the simple
 // protocol, and pgx's extended protocol with an unnamed statement (exec)
@@ -464,10 +444,9 @@ func runAttackKeepEps(t *testing.T, conn *pgx.Conn, sql, codes string) {
 // and the given limits section.
 func limitsConfig(t *testing.T, name, auth, limits string) (cfg string, pw map[string]string) {
 	t.Helper()
-	c := strings.Replace(attackConfig, "mallory", name, 1)
-	c = strings.Replace(c, "method: scram-sha-256", "method: "+auth, 1)
-	c = strings.Replace(c, "  public.products: {public: true}\n", "  public.products: {public: true}\n  public.dp_slow_orders:\n    privacy_unit: customer_id\n", 1)
-	return c + "limits:\n" + limits, map[string]string{"PW": "pw"}
+	c := testconf.Get(testconf.Attack).SetString(name, "auth", "users", "0", "name").SetString(auth, "auth", "method").
+		Set("{privacy_unit: customer_id}", "tables", "public.dp_slow_orders").Merge(limits, "limits")
+	return c.String(), map[string]string{"PW": "pw"}
 }
 
 // slowViewSQL is a view whose every row sleeps 1-4 ms: a count over it runs
@@ -727,24 +706,8 @@ func (p *panicCatcher) take() string {
 	return s
 }
 
-const wireFuzzConfig = `
-listen: 127.0.0.1:0
-upstream: UPSTREAM
-auth:
-  method: trust
-  users:
-    - {name: fuzzer, budget: {epsilon: 1.0e9, delta: 0.9}}
-    - {name: fuzz_victim, budget: {epsilon: 1.0e9, delta: 0.9}}
-tables:
-  public.orders:
-    privacy_unit: customer_id
-    columns:
-      amount: {lower: 0, upper: 500}
-  public.products: {public: true}
-limits:
-  max_message_size: 65536
-  idle_timeout: 5s
-`
+// wireFuzzConfig is FuzzWire's proxy (testconf.WireFuzz).
+var wireFuzzConfig = testconf.YAML(testconf.WireFuzz)
 
 // FuzzWire sends arbitrary bytes after a valid startup to a proxy in front
 // of the real test database. Invariants: no session panics, the proxy keeps
@@ -911,7 +874,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		u.User = url.UserPassword(u.User.Username(), pw)
 		return u.String()
 	}
-	y := strings.Replace(attackConfig, "mallory", "mallory_secrets", 1)
+	y := testconf.Get(testconf.Attack).SetString("mallory_secrets", "auth", "users", "0", "name").String()
 	y = strings.Replace(y, "upstream: UPSTREAM", "upstream: "+withPW(env.roles.QueryURL, upstreamPW)+"\nledger_upstream: "+withPW(env.roles.LedgerURL, ledgerPW), 1)
 	cfg, err := conf.Parse("secrets.yaml", []byte(y), func(string) string { return analystPW })
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/dpproxy/dpproxy/internal/testconf"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
@@ -36,28 +37,8 @@ import (
 // Each query varies a no-op predicate (uid > -i) so that the answer cache
 // never returns an earlier draw.
 
-const auditConfig = `
-listen: 127.0.0.1:0
-upstream: UPSTREAM
-auth:
-  method: scram-sha-256
-  users:
-    - {name: auditor, password_env: PW, budget: {epsilon: 1.0e9, delta: 0.5}}
-privacy:
-  epsilon: 1.0
-  max_epsilon_per_query: 5.0
-  delta: 1.0e-7
-  response_quantum: 1ms # 2,400 queries, not about timing (timing_test.go is)
-tables:
-  public.dp_audit_d0: &t
-    privacy_unit: uid
-    max_groups_per_unit: 1
-    max_rows_per_unit: 2
-    columns:
-      v: {lower: 0, upper: 10}
-  public.dp_audit_d1: *t
-  public.products: {public: true}
-`
+// auditConfig is the audit's proxy (testconf.Audit).
+var auditConfig = testconf.YAML(testconf.Audit)
 
 // auditRuns is the number of releases per database and query. With 600,
 // a correctly calibrated mechanism passes with a false-failure rate below
@@ -354,21 +335,8 @@ func TestSamplerNoFloatingPointHoles(t *testing.T) {
 	}
 }
 
-const precisionConfig = `
-listen: 127.0.0.1:0
-upstream: UPSTREAM
-auth:
-  method: scram-sha-256
-  users:
-    - {name: auditor_prec, password_env: PW, budget: {epsilon: 1000, delta: 0.5}}
-tables:
-  public.dp_audit_prec0: &t
-    privacy_unit: uid
-    max_rows_per_unit: 2
-    columns:
-      v: {lower: -9007199254740992, upper: 9007199254740992}
-  public.dp_audit_prec1: *t
-`
+// precisionConfig is TestSumNearFloatPrecision's (testconf.AuditPrecision).
+var precisionConfig = testconf.YAML(testconf.AuditPrecision)
 
 // TestSumNearFloatPrecision: values near 2^53, where float64 stops being
 // exact, and fractional values inside the clamp bounds. The rewritten SQL

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/internal/testconf"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
@@ -30,28 +31,13 @@ import (
 // dpproxy binary is built once per test and run as subprocesses
 // (dpproxy serve -config FILE) against the shared test database.
 
-// procConfig is a proxy configuration for subprocess tests. NAME is the
-// test's own analyst (budgets live in the shared ledger), LISTEN its address.
-const procConfig = `
-listen: LISTEN
-upstream: UPSTREAM
-auth:
-  method: scram-sha-256
-  users:
-    - {name: NAME, password_env: E2E_PROC_PW, budget: {epsilon: BUDGET, delta: 1.0e-6}}
-privacy:
-  epsilon: 1.0
-  delta: 1.0e-7
-  mechanism: laplace
-tables:
-  public.orders:
-    privacy_unit: customer_id
-    max_groups_per_unit: 4
-    max_rows_per_unit: 8
-    columns:
-      amount: {lower: 0, upper: 500}
-  public.products: {public: true}
-`
+// procConfig is a proxy configuration for subprocess tests
+// (testconf.Proc): analyst is the test's own (budgets live in the shared
+// ledger), with a budget of budgetEps, and listen its address.
+func procConfig(listen, analyst string, budgetEps float64) *testconf.Config {
+	return testconf.Get(testconf.Proc).SetString(listen, "listen").
+		SetString(analyst, "auth", "users", "0", "name").Set(fmt.Sprint(budgetEps), "auth", "users", "0", "budget", "epsilon")
+}
 
 const procPassword = "proc-secret"
 
@@ -103,7 +89,7 @@ func (p *proc) Write(b []byte) (int, error) {
 func startProc(t *testing.T, bin, analyst string, budgetEps float64) *proc {
 	t.Helper()
 	addr := freePort(t)
-	yaml := strings.NewReplacer("LISTEN", addr, "NAME", analyst, "BUDGET", fmt.Sprint(budgetEps)).Replace(upstreams(procConfig))
+	yaml := upstreams(procConfig(addr, analyst, budgetEps).String())
 	path := filepath.Join(t.TempDir(), analyst+".yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -357,8 +343,8 @@ func TestAnswerCacheSurvivesRestart(t *testing.T) {
 // dp.budget reports the conversion ρ + 2√(ρ ln(1/δ)).
 func TestZCDPAccounting(t *testing.T) {
 	const analyst = "e2e_zcdp"
-	yaml := strings.NewReplacer("LISTEN", "127.0.0.1:0", "NAME", analyst, "BUDGET", "2",
-		"mechanism: laplace", "mechanism: gaussian\n  accounting: zcdp\n  max_epsilon_per_query: 1").Replace(procConfig)
+	yaml := procConfig("127.0.0.1:0", analyst, 2).
+		Merge("{mechanism: gaussian, accounting: zcdp, max_epsilon_per_query: 1}", "privacy").String()
 	cfg := configFor(t, yaml, map[string]string{"E2E_PROC_PW": procPassword})
 	_, addr, _ := startProxyWith(t, cfg)
 	conn, err := dialAt(addr, analyst, procPassword)

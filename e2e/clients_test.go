@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/internal/testconf"
 )
 
 // The compatibility matrix (issue 3, README "Clients"): each real client
@@ -32,36 +33,9 @@ import (
 // unaligned output); the judgement is here. scripts/install-clients.sh
 // installs the clients.
 
-const clientsConfig = `
-listen: 127.0.0.1:0
-upstream: UPSTREAM
-auth:
-  method: scram-sha-256
-  users:
-    - {name: matrix_psql,     password_env: PW, budget: {epsilon: 100, delta: 1.0e-3}}
-    - {name: matrix_pgx,      password_env: PW, budget: {epsilon: 100, delta: 1.0e-3}}
-    - {name: matrix_psycopg2, password_env: PW, budget: {epsilon: 100, delta: 1.0e-3}}
-    - {name: matrix_psycopg,  password_env: PW, budget: {epsilon: 100, delta: 1.0e-3}}
-    - {name: matrix_jdbc,     password_env: PW, budget: {epsilon: 100, delta: 1.0e-3}}
-    - {name: matrix_node,     password_env: PW, budget: {epsilon: 100, delta: 1.0e-3}}
-    - {name: matrix_bi,       password_env: PW, budget: {epsilon: 100, delta: 1.0e-3}}
-privacy:
-  epsilon: 1.0
-  delta: 1.0e-7
-tables:
-  public.orders:
-    privacy_unit: customer_id
-    max_groups_per_unit: 4
-    max_rows_per_unit: 8
-    columns:
-      amount: {lower: 0, upper: 500}
-      region: {public_values: [north, south, east, west]}
-  public.customers:
-    privacy_unit: customer_id
-    max_groups_per_unit: 1
-    max_rows_per_unit: 1
-  public.products: {public: true}
-`
+// clientsConfig is the matrix's proxy (testconf.Clients): an analyst per
+// client, password_env PW.
+var clientsConfig = testconf.YAML(testconf.Clients)
 
 // The matrix's password: ASCII with a quote and a space, so a client that
 // mangles it fails SCRAM.

@@ -33,42 +33,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/dpproxy/dpproxy/internal/testconf"
 	"github.com/dpproxy/dpproxy/proxy"
 )
 
-// operatorConfig has analysts only these tests use (budgets live in the
-// shared ledger) and the private table op_secrets, created by
-// secretsTable.
-const operatorConfig = `
-listen: 127.0.0.1:0
-upstream: UPSTREAM
-auth:
-  method: scram-sha-256
-  users:
-    - {name: op_explain, password_env: PW, budget: {epsilon: 10, delta: 1.0e-5}}
-    - {name: op_notice,  password_env: PW, budget: {epsilon: 10, delta: 1.0e-5}}
-    - {name: op_metrics, password_env: PW, budget: {epsilon: 1.5, delta: 1.0e-5}}
-    - {name: op_logs,    password_env: PW, budget: {epsilon: 10, delta: 1.0e-5}}
-privacy:
-  epsilon: 1.0
-  max_epsilon_per_query: 2.0
-  delta: 1.0e-7
-tables:
-  public.orders:
-    privacy_unit: customer_id
-    max_groups_per_unit: 4
-    max_rows_per_unit: 8
-    columns:
-      amount: {lower: 0, upper: 500}
-      region: {public_values: [north, south, east, west]}
-  public.op_secrets:
-    privacy_unit: person_id
-    max_groups_per_unit: 1
-    max_rows_per_unit: 2
-    columns:
-      score: {lower: 0, upper: 1000000}
-  public.products: {public: true}
-`
+// operatorConfig (testconf.Operator) has analysts only these tests use
+// (budgets live in the shared ledger) and the private table op_secrets,
+// created by secretsTable.
+var operatorConfig = testconf.YAML(testconf.Operator)
 
 // opPassword is every operator-test analyst's password; it must never
 // appear in a log.
@@ -728,6 +700,9 @@ func checkRoles(t *testing.T) (query, queryURL, ledger, ledgerURL string) {
 	return query, queryURL, ledger, u.String()
 }
 
+// checkConfigTemplate is the file check-config reads, as text: a test puts
+// in the upstream, a ledger_upstream line or none, and tables' lines
+// (goodTables, or a broken file's).
 const checkConfigTemplate = `
 upstream: UPSTREAM
 LEDGER
@@ -739,12 +714,10 @@ tables:
 TABLES
 `
 
-const goodTables = `  public.orders:
-    privacy_unit: customer_id
-    columns:
-      amount: {lower: 0, upper: 500}
-      region: {public_values: [north, south, east, west]}
-  public.products: {public: true}`
+// goodTables is the tables section of a valid configuration file: the
+// demo dataset's tables (testconf.Shop), indented under "tables:", its
+// last line public.products' (the invalid file below adds to it).
+var goodTables = strings.TrimSuffix(strings.TrimPrefix(testconf.YAML(testconf.Shop), "tables:\n"), "\n")
 
 // runCheckConfig runs the binary's check-config on a configuration with
 // upstream and, unless "", ledger_upstream, and returns its exit code and
@@ -890,6 +863,7 @@ func testCheckConfig(t *testing.T, bin string) {
 	})
 
 	t.Run("schema problems are all listed", func(t *testing.T) {
+		// Literal, not from testconf: this broken file is what check-config is tested on.
 		tables := `  public.orders:
     privacy_unit: buyer_id
     columns:

@@ -24,33 +24,17 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/dpproxy/dpproxy/internal/testconf"
 	"github.com/dpproxy/dpproxy/proxy"
 )
 
-// resourcesConfig has two analysts, NAME_a and NAME_b, the slow private
-// view of startLimited, and the limits LIMITS.
-const resourcesConfig = `
-listen: 127.0.0.1:0
-upstream: UPSTREAM
-auth:
-  method: scram-sha-256
-  users:
-    - {name: NAME_a, password_env: PW, budget: {epsilon: 1000, delta: 1.0e-3}}
-    - {name: NAME_b, password_env: PW, budget: {epsilon: 1000, delta: 1.0e-3}}
-privacy:
-  epsilon: 1.0
-  max_epsilon_per_query: 5.0
-  delta: 1.0e-7
-tables:
-  public.orders:
-    privacy_unit: customer_id
-    columns:
-      amount: {lower: 0, upper: 500}
-  public.dp_slow_orders:
-    privacy_unit: customer_id
-  public.products: {public: true}
-limits:
-LIMITS`
+// resourcesConfig (testconf.Resources) has two analysts, name_a and
+// name_b, the slow private view of startLimited, and the limits (YAML
+// lines under limits:).
+func resourcesConfig(name, limits string) string {
+	return testconf.Get(testconf.Resources).SetString(name+"_a", "auth", "users", "0", "name").
+		SetString(name+"_b", "auth", "users", "1", "name").Merge(limits, "limits").String()
+}
 
 // resourcesProxy starts a proxy for analysts name_a and name_b (password
 // "pw") with the given limits (YAML lines under limits:).
@@ -59,7 +43,7 @@ func resourcesProxy(t *testing.T, name, limits string, opts ...func(*proxy.Optio
 	if _, err := direct(t).Exec(ctx, slowViewSQL); err != nil {
 		t.Fatal(err)
 	}
-	y := strings.NewReplacer("NAME", name, "LIMITS", limits).Replace(resourcesConfig)
+	y := resourcesConfig(name, limits)
 	cfg := configFor(t, y, map[string]string{"PW": "pw"})
 	o := proxy.Options{Logger: slog.New(slog.DiscardHandler)}
 	for _, f := range opts {
@@ -485,7 +469,7 @@ func TestPoolSizedToServer(t *testing.T) {
 	}
 	connectAt(t, addr, "res_pool_a", "pw", pgx.QueryExecModeSimpleProtocol)
 
-	y := strings.NewReplacer("NAME", "res_pool", "LIMITS", "  max_connections: 5000\n").Replace(resourcesConfig)
+	y := resourcesConfig("res_pool", "  max_connections: 5000\n")
 	report, _ := proxy.CheckSchema(ctx, configFor(t, y, map[string]string{"PW": "pw"}))
 	if r := strings.Join(report, "\n"); !strings.Contains(r, "warning: limits.max_connections") {
 		t.Errorf("check-config does not warn that max_connections 5000 does not fit:\n%s", r)

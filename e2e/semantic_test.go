@@ -34,6 +34,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/internal/testconf"
 	"github.com/dpproxy/dpproxy/noise/noisetest"
 	"github.com/dpproxy/dpproxy/proxy"
 	"github.com/dpproxy/dpproxy/rewrite"
@@ -42,38 +43,18 @@ import (
 // semanticMinCorpus is the fewest accepted queries the test compares.
 const semanticMinCorpus = 300
 
-// semanticConfig is the configuration of the exact proxy; the %s are the
-// data's maxima (semanticLimits).
-const semanticConfig = `
-listen: 127.0.0.1:0
-upstream: UPSTREAM
-auth:
-  method: scram-sha-256
-  users:
-    - {name: semantic, password_env: E2E_PW_SEMANTIC, budget: {epsilon: 1.0e+9, delta: 0.5}}
-privacy:
-  epsilon: 1.0
-  max_epsilon_per_query: 5.0
-  delta: 1.0e-7
-  mechanism: laplace
-tables:
-  public.orders:
-    privacy_unit: customer_id
-    max_groups_per_unit: %[1]d
-    max_rows_per_unit: %[1]d
-    columns:
-      amount:   {lower: %[2]d, upper: %[3]d}
-      quantity: {lower: %[4]d, upper: %[5]d}
-      region:   {public_values: [central, east, north, south, west]}
-      channel:  {public_values: [app, phone, store, web]}
-  public.customers:
-    privacy_unit: customer_id
-    max_groups_per_unit: 1
-    max_rows_per_unit: 1
-    columns:
-      age: {lower: %[6]d, upper: %[7]d}
-  public.products: {public: true}
-`
+// semanticConfig is the configuration of the exact proxy (testconf.Semantic)
+// with the data's maxima (semanticLimits): rows is the bound on one unit's
+// rows and groups, the others the bounded columns' ranges.
+func semanticConfig(rows, amLo, amHi, qLo, qHi, ageLo, ageHi int64) string {
+	bounds := func(lo, hi int64) string { return fmt.Sprintf("{lower: %d, upper: %d}", lo, hi) }
+	return testconf.Get(testconf.Semantic).
+		Set(fmt.Sprint(rows), "tables", "public.orders", "max_groups_per_unit").
+		Set(fmt.Sprint(rows), "tables", "public.orders", "max_rows_per_unit").
+		Set(bounds(amLo, amHi), "tables", "public.orders", "columns", "amount").
+		Set(bounds(qLo, qHi), "tables", "public.orders", "columns", "quantity").
+		Set(bounds(ageLo, ageHi), "tables", "public.customers", "columns", "age").String()
+}
 
 // semanticLimits reads the data's maxima: the most rows one customer has
 // (a bound on the rows and on the groups of one unit in any query whose
@@ -93,7 +74,7 @@ func semanticLimits(t *testing.T, conn *pgx.Conn) string {
 	if err := conn.QueryRow(ctx, `SELECT max(n) FROM (SELECT count(*) AS n FROM public.customers GROUP BY customer_id) AS x`).Scan(&custRows); err != nil || custRows != 1 {
 		t.Fatalf("customers must have one row per unit (max %d): %v", custRows, err)
 	}
-	return fmt.Sprintf(semanticConfig, rows, amLo, amHi, qLo, qHi, ageLo, ageHi)
+	return semanticConfig(rows, amLo, amHi, qLo, qHi, ageLo, ageHi)
 }
 
 // TestSemantic is the semantic differential test: see the top of the file.

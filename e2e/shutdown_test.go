@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -71,7 +70,7 @@ func TestShutdownDeadlineCancelsRunning(t *testing.T) {
 	if _, err := direct(t).Exec(ctx, slowViewSQL); err != nil {
 		t.Fatal(err)
 	}
-	y := strings.NewReplacer("NAME", "shut_cancel", "LIMITS", "  statement_timeout: 1m\n").Replace(resourcesConfig)
+	y := resourcesConfig("shut_cancel", "  statement_timeout: 1m\n")
 	srv, addr, served := startProxyWith(t, configFor(t, y, map[string]string{"PW": "pw"}))
 	admin := direct(t)
 	pass := connectApp(t, addr, "shut_cancel_a", "shut_cancel_pt", pgx.QueryExecModeSimpleProtocol)

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/internal/testconf"
 )
 
 // Timing (docs/threat-model.md, "Timing"): a private query's running time
@@ -101,31 +102,20 @@ func timingData(t *testing.T) {
 	}
 }
 
+// timingConfig is timingProxy's configuration (testconf.Timing): analyst
+// user with a large budget, user_poor with almost none, and privacy lines
+// (indented two spaces) added to the privacy section.
+func timingConfig(user, privacy string) string {
+	return testconf.Get(testconf.Timing).SetString(user, "auth", "users", "0", "name").
+		SetString(user+"_poor", "auth", "users", "1", "name").Merge(privacy, "privacy").String()
+}
+
 // timingProxy starts a proxy whose analyst user has a large budget, with
 // privacy lines (indented two spaces) added to its privacy section.
 func timingProxy(t *testing.T, user, privacy string) string {
 	t.Helper()
 	timingData(t)
-	cfg := configFor(t, `
-listen: 127.0.0.1:0
-upstream: UPSTREAM
-auth:
-  method: scram-sha-256
-  users:
-    - {name: `+user+`, password_env: PW, budget: {epsilon: 1000000, delta: 0.5}}
-    - {name: `+user+`_poor, password_env: PW, budget: {epsilon: 0.001, delta: 0.5}}
-privacy:
-  epsilon: 1.0
-  max_epsilon_per_query: 5.0
-  delta: 1.0e-7
-`+privacy+`
-`+shopTables+`  public.timing_events:
-    privacy_unit: person_id
-    max_groups_per_unit: 2
-    max_rows_per_unit: 8
-    columns:
-      v: {lower: 0, upper: 100}
-`, map[string]string{"PW": "timing-secret"})
+	cfg := configFor(t, timingConfig(user, privacy), map[string]string{"PW": "timing-secret"})
 	_, addr, _ := startProxyWith(t, cfg)
 	return addr
 }

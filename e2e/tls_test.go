@@ -20,6 +20,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/dpproxy/dpproxy/internal/testconf"
 )
 
 // selfSigned writes a certificate for 127.0.0.1 and its key to dir.
@@ -60,18 +62,7 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
 func TestTLSAndMD5(t *testing.T) {
 	dir := t.TempDir()
 	cert, key := selfSigned(t, dir)
-	cfg := configFor(t, fmt.Sprintf(`
-upstream: UPSTREAM
-tls: {cert: %s, key: %s}
-auth:
-  method: md5
-  users:
-    - {name: tls_dave, password_env: PW, budget: {epsilon: 10, delta: 1.0e-6}}
-tables:
-  public.orders:
-    privacy_unit: customer_id
-    columns: {amount: {lower: 0, upper: 500}}
-`, cert, key), map[string]string{"PW": "dave-secret"})
+	cfg := configFor(t, testconf.Get(testconf.TLS).SetString(cert, "tls", "cert").SetString(key, "tls", "key").String(), map[string]string{"PW": "dave-secret"})
 	_, addr, _ := startProxyWith(t, cfg)
 	host, port, _ := net.SplitHostPort(addr)
 	base := fmt.Sprintf("postgres://tls_dave:dave-secret@%s:%s/shop", host, port)

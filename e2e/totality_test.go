@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/dpproxy/dpproxy/internal/testconf"
 )
 
 // Issue 12, item 1 ("Total expressions only"): whether a private query
@@ -251,24 +253,8 @@ func TestTotalityExplainShowsConstants(t *testing.T) {
 	}
 }
 
-// visitsConfig configures the issue's own table.
-const visitsConfig = `
-listen: 127.0.0.1:0
-upstream: UPSTREAM
-auth:
-  method: scram-sha-256
-  users:
-    - {name: mallory_tot, password_env: PW, budget: {epsilon: 10, delta: 1.0e-3}}
-privacy:
-  epsilon: 1.0
-  max_epsilon_per_query: 5.0
-  delta: 1.0e-7
-tables:
-  public.dp_visits:
-    privacy_unit: patient_id
-    columns:
-      cost: {lower: 0, upper: 10000}
-`
+// visitsConfig configures the issue's own table (testconf.Visits).
+var visitsConfig = testconf.YAML(testconf.Visits)
 
 // TestTotalityIssueAttack is the attack exactly as issue 12 reports it:
 // patient 42 exists, patient 43 does not; with dp.epsilon = 1e-9 a binary

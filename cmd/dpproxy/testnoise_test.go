@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/internal/testconf"
 )
 
 // TestShippedBinaryCannotSwitchNoiseOff checks the walls around the
@@ -123,12 +124,7 @@ func TestShippedBinaryCannotSwitchNoiseOff(t *testing.T) {
 	})
 
 	t.Run("configuration cannot reach it", func(t *testing.T) {
-		base := `
-upstream: postgres://u@127.0.0.1:5432/shop
-auth: {method: trust, users: [{name: alice, budget: {epsilon: 1, delta: 1.0e-6}}]}
-tables:
-  public.t: {privacy_unit: id, max_groups_per_unit: 1, max_rows_per_unit: 1}
-`
+		base := testconf.YAML(testconf.NoiseHook)
 		if _, err := conf.Parse("ok.yaml", []byte(base), os.Getenv); err != nil {
 			t.Fatalf("the base configuration must parse: %v", err)
 		}

@@ -8,6 +8,7 @@ package testconf
 import (
 	_ "embed"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -24,8 +25,29 @@ const (
 	Rewrite = "rewrite"
 	// E2ETables is the tables section of the e2e tests.
 	E2ETables = "e2e_tables"
+	// E2EProxy is what the e2e tests' proxies have in common (listen,
+	// upstream: UPSTREAM, auth method, privacy).
+	E2EProxy = "e2e_proxy"
 	// E2E is the shared proxy of the e2e tests (upstream: UPSTREAM).
 	E2E = "e2e"
+	// The e2e tests' own proxies (upstream: UPSTREAM), each named after
+	// its test file or test.
+	Attack    = "attack"
+	WireFuzz  = "wire_fuzz"
+	Proc      = "proc"
+	Clients   = "clients"
+	Operator  = "operator"
+	Resources = "resources"
+	Semantic  = "semantic"
+	Timing    = "timing"
+	TLS       = "tls"
+	// The e2e tests' proxies on tables of their own.
+	Audit          = "audit"
+	AuditPrecision = "audit_precision"
+	Visits         = "visits"
+	// NoiseHook is the base configuration of cmd/dpproxy's test that no
+	// configuration reaches the test-only noise hook.
+	NoiseHook = "noise_hook"
 	// Bench is the benchmark dataset's configuration (listen: LISTEN,
 	// upstream: UPSTREAM).
 	Bench = "bench"
@@ -158,15 +180,43 @@ func deepCopy(n *yaml.Node) *yaml.Node {
 }
 
 // Set replaces (or adds) the value at path, a list of mapping keys from
-// the top (a table's name is one key: "tables", "public.events"), with
-// value, a YAML text; mappings missing on the way are created. It panics
-// on a value that is not YAML or a path through a non-mapping.
+// the top (a table's name is one key: "tables", "public.events") or
+// indices of lists ("auth", "users", "0", "name"), with value, a YAML
+// text; mappings missing on the way are created. It panics on a value
+// that is not YAML or a path through anything else.
 func (c *Config) Set(value string, path ...string) *Config {
 	var v yaml.Node
 	if err := yaml.Unmarshal([]byte(value), &v); err != nil || len(v.Content) != 1 {
 		panic(fmt.Sprintf("testconf: Set(%q): not one YAML value: %v", value, err))
 	}
 	c.set(v.Content[0], path)
+	return c
+}
+
+// Merge merges value, a YAML mapping (indented or not, as a test's lines
+// for a section), into the mapping at path as an entry's keys merge onto
+// its bases'; an empty value changes nothing.
+func (c *Config) Merge(value string, path ...string) *Config {
+	var v yaml.Node
+	if err := yaml.Unmarshal([]byte(value), &v); err != nil || len(v.Content) > 1 || len(v.Content) == 1 && v.Content[0].Kind != yaml.MappingNode {
+		panic(fmt.Sprintf("testconf: Merge(%q): not a YAML mapping: %v", value, err))
+	}
+	if len(v.Content) == 0 {
+		return c
+	}
+	n := c.root
+	for i, k := range path {
+		if n.Kind != yaml.MappingNode {
+			panic(fmt.Sprintf("testconf: %s: %s is not a mapping", c.name, strings.Join(path[:i], ".")))
+		}
+		j := index(n, k)
+		if j < 0 || n.Content[j+1].Kind != yaml.MappingNode {
+			c.set(&yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}, path[:i+1])
+			j = index(n, k)
+		}
+		n = n.Content[j+1]
+	}
+	merge(n, v.Content[0])
 	return c
 }
 
@@ -198,6 +248,18 @@ func (c *Config) Copy(from, to []string) *Config {
 func (c *Config) set(v *yaml.Node, path []string) {
 	n := c.root
 	for i, k := range path {
+		if n.Kind == yaml.SequenceNode {
+			j, err := strconv.Atoi(k)
+			if err != nil || j < 0 || j >= len(n.Content) {
+				panic(fmt.Sprintf("testconf: %s: %s has no element %s", c.name, strings.Join(path[:i], "."), k))
+			}
+			if i == len(path)-1 {
+				n.Content[j] = v
+				return
+			}
+			n = n.Content[j]
+			continue
+		}
 		if n.Kind != yaml.MappingNode {
 			panic(fmt.Sprintf("testconf: %s: %s is not a mapping", c.name, strings.Join(path[:i], ".")))
 		}

@@ -10,15 +10,17 @@ import (
 // TestEntriesParse: every entry of dpproxy.yaml resolves, and every
 // whole configuration parses once its placeholders are filled in.
 func TestEntriesParse(t *testing.T) {
-	fill := strings.NewReplacer("upstream: UPSTREAM", "upstream: postgres://u@127.0.0.1:1/db", "listen: LISTEN", "listen: 127.0.0.1:0")
+	fill := strings.NewReplacer("upstream: UPSTREAM", "upstream: postgres://u@127.0.0.1:1/db", "listen: LISTEN", "listen: 127.0.0.1:0", "epsilon: BUDGET", "epsilon: 1")
 	env := func(string) string { return "pw" }
-	for _, name := range []string{Shop, Rewrite, E2ETables, E2E, Bench, ProxyBench} {
+	for _, name := range []string{Shop, Rewrite, E2ETables, E2EProxy, E2E, Bench, ProxyBench,
+		Attack, WireFuzz, Proc, Clients, Operator, Resources, Semantic, Timing, TLS,
+		Audit, AuditPrecision, Visits, NoiseHook} {
 		c, err := get(name)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if name == Shop || name == E2ETables {
-			continue // tables sections, for other configurations
+		if name == Shop || name == E2ETables || name == E2EProxy {
+			continue // fragments, for other configurations
 		}
 		if _, err := conf.Parse(name+".yaml", []byte(fill.Replace(c.String())), env); err != nil {
 			t.Errorf("%s: %v\n%s", name, err, c)
@@ -79,5 +81,29 @@ func TestSetCopy(t *testing.T) {
 	}
 	if strings.Contains(YAML(Bench), "events_10") || !strings.Contains(YAML(Bench), "listen: LISTEN") {
 		t.Errorf("Set changed the shared entry:\n%s", YAML(Bench))
+	}
+}
+
+// TestMergeIndex: Merge adds a test's lines to a section, creating it,
+// and a path may go through a list by index.
+func TestMergeIndex(t *testing.T) {
+	c := Get(ProxyBench).Merge("  statement_timeout: 200ms\n  max_connections: 2\n", "limits").
+		Merge("", "privacy").Merge("max_epsilon_per_query: 3", "privacy").
+		SetString("eve", "auth", "users", "0", "name").Set("7", "auth", "users", "0", "budget", "epsilon")
+	cfg, err := c.Parse(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Limits.MaxConnections != 2 || cfg.Limits.StatementTimeout.String() != "200ms" {
+		t.Errorf("limits = %+v", cfg.Limits)
+	}
+	if cfg.Privacy.MaxEpsilonPerQuery != 3 || cfg.Privacy.Epsilon != 1 {
+		t.Errorf("privacy = %+v, want bench's with 3 per query", cfg.Privacy)
+	}
+	if u := cfg.Auth.Users; len(u) != 1 || u[0].Name != "eve" || u[0].Budget.Epsilon != 7 {
+		t.Errorf("users = %+v", u)
+	}
+	if strings.Contains(YAML(ProxyBench), "name: eve") {
+		t.Errorf("Merge or Set changed the shared entry:\n%s", YAML(ProxyBench))
 	}
 }
