@@ -526,6 +526,30 @@ var passThroughFuncs = map[string]bool{
 	// and Grafana's table and column pickers (the search path split with
 	// string_to_array, a table name with parse_ident)
 	"format": true, "string_to_array": true, "parse_ident": true,
+	// More string functions of tools' catalog queries (issue 14): each
+	// is a pure function of its arguments, reads no table, setting or
+	// file, and returns at most a constant multiple of its arguments'
+	// size. quote_literal and quote_nullable quote a text as a literal
+	// (Metabase and SQLAlchemy build names and defaults with them),
+	// concat_ws joins names (psqlODBC's catalog.schema.table), left and
+	// right cut them. regexp_replace (pickers that strip quotes or
+	// prefixes from names) runs PostgreSQL's regular-expression engine,
+	// which pass-through queries already reach through the ~ operator
+	// (Metabase's nspname !~ '^pg_'): it checks for interrupts while
+	// matching, so a catastrophic pattern is ended by
+	// limits.statement_timeout like any long statement, and its result is
+	// capped by PostgreSQL's 1 GB value limit, like replace's. None of
+	// them is allowed on a private column (totality.go decides that).
+	"quote_literal": true, "quote_nullable": true, "concat_ws": true, "left": true, "right": true,
+	"regexp_replace": true,
+	// Arrays of catalog queries (pg_constraint.conkey, pg_index.indkey,
+	// the search path split by string_to_array): the dimensions and
+	// positions of an array, and arrays built from their arguments, whose
+	// size is at most the sum of their arguments' sizes. array_fill is
+	// not here: a few bytes of SQL ask it for an array of up to 1 GB.
+	"array_dims": true, "array_ndims": true, "cardinality": true, "array_position": true,
+	"array_positions": true, "array_append": true, "array_prepend": true, "array_cat": true,
+	"array_remove": true, "array_replace": true,
 }
 
 // refusedFuncReasons explain why some well-known functions are refused.

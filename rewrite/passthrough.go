@@ -22,6 +22,14 @@ func funcAllowed(fc *pg_query.FuncCall) error {
 	if passThroughFuncs[name] {
 		return nil
 	}
+	// What a hoisted constant may compute (dates, numbers, strings:
+	// no side effect, no table, setting or file, bounded memory and
+	// time) may also be computed over catalogs and public tables:
+	// Metabase's binning (floor) and time breakouts (date_trunc, extract)
+	// of a public table's columns.
+	if constFuncs[name] {
+		return nil
+	}
 	if name == "current_setting" && len(fc.Args) > 0 {
 		if c := fc.Args[0].GetAConst(); c != nil && readableSettings[strings.ToLower(c.GetSval().GetSval())] {
 			return nil
