@@ -89,7 +89,7 @@ func (a *Analyzer) selectStmt(n *pg_query.Node, text string) (*Statement, error)
 	if hasPrivate(refs) {
 		plan, err := a.plan(n.GetSelectStmt(), refs)
 		if err != nil {
-			return nil, err
+			return nil, withToolHint(err, n.GetSelectStmt()) // toolhints.go
 		}
 		return &Statement{Kind: KindPrivate, SQL: text, Plan: plan}, nil
 	}
