@@ -514,8 +514,11 @@ var passThroughFuncs = map[string]bool{
 	// arrays and aggregates
 	"array_to_string": true, "array_agg": true, "string_agg": true, "unnest": true,
 	"generate_subscripts": true, "array_length": true,
-	// psql's \d walks publication column lists with it; like any large
-	// join of catalogs, a huge series is bounded by limits.statement_timeout
+	// psql's \d walks publication column lists with it, psqlODBC's
+	// SQLForeignKeys pg_constraint.conkey, Grafana's pickers the search
+	// path; literal bounds of more than maxSeriesValues values are refused
+	// (seriesBounded, passthrough.go), other bounds are bounded by
+	// limits.statement_timeout like any large join of catalogs
 	"generate_series": true, "array_upper": true, "array_lower": true,
 	"count": true, "sum": true, "min": true, "max": true, "avg": true, "row_number": true,
 	// scalar builtins (the parser writes substring/trim/position/LIKE ESCAPE as these)
