@@ -495,6 +495,12 @@ var passThroughFuncs = map[string]bool{
 	"has_table_privilege": true, "has_schema_privilege": true, "has_database_privilege": true,
 	"pg_get_keywords": true, "pg_get_partkeydef": true, "pg_get_statisticsobjdef_columns": true,
 	"pg_relation_is_publishable": true, "quote_ident": true,
+	// (Casts are not listed: a pass-through query may cast. Metabase's
+	// col_description(format('%I.%I', s, t)::regclass::oid, n) casts a
+	// name to regclass, whose input function looks it up in pg_class
+	// through the search path, pinned to public (PinnedSettings), and
+	// fails with 42P01 for an unknown relation: an answer and an error
+	// that depend on the schema only, which is not protected.)
 	// psql's \d and friends: partition ancestry (relation ids only),
 	// object names and visibility in the search path
 	"pg_partition_ancestors": true, "pg_partition_root": true, "pg_partition_tree": true,

@@ -58,7 +58,8 @@ func toolHint(sel *pg_query.SelectStmt) string {
 		// view), 10000 (sync's sample) or 1048575 (a download).
 		return "This looks like Metabase's raw-data view (a table preview, a question without Summarize, a download, or sync's sample of the table): dpproxy answers only aggregates. " +
 			"In Metabase, add a Summarize step (Count, Sum, Average, Number of distinct values) grouped by a column; " +
-			"in Admin > Table Metadata, set the private table's columns to Filtering: Plain input box so that Metabase does not scan their values."
+			"sync's sample of rows for fingerprints is refused too, and the columns stay listed. " +
+			"So that Metabase does not scan a column's values on a schedule, set it to Filtering: Plain input box in Admin > Table Metadata."
 	case columns && !star && hasLimit && limit == 50:
 		// Grafana's SQL query builder (toRawSql in grafana/grafana
 		// public/app/plugins/datasource/grafana-postgresql-datasource/sqlUtil.ts)
