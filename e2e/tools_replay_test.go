@@ -94,6 +94,8 @@ var toolCases = []toolCase{
 		sql: `SELECT COUNT(*) AS "count" FROM "public"."orders" WHERE LOWER("public"."orders"."channel") LIKE '%we%'`},
 	{tool: "Metabase", step: "filter: contains as a bound parameter", source: srcMetabaseQP + " (values are JDBC parameters)", minRows: 1, needs: "exprs (LIKE patterns bound at Bind)",
 		sql: `SELECT COUNT(*) AS "count" FROM "public"."orders" WHERE LOWER("public"."orders"."channel") LIKE $1`, args: []any{"%we%"}},
+	{tool: "Metabase", step: "filter: is, and greater than, as bound parameters", source: srcMetabaseQP + " (values are JDBC parameters)", minRows: 1,
+		sql: `SELECT COUNT(*) AS "count" FROM "public"."orders" WHERE ("public"."orders"."region" = $1) AND ("public"."orders"."amount" > $2)`, args: []any{"east", 100}},
 	{tool: "Metabase", step: "filter: relative dates (previous 12 months)", source: srcMetabasePostgres + " (add-interval-honeysql-form, current-datetime)", minRows: 1,
 		sql: `SELECT COUNT(*) AS "count" FROM "public"."orders" WHERE ("public"."orders"."ordered_at" >= DATE_TRUNC('month', (NOW() + INTERVAL '-12 month'))) AND ("public"."orders"."ordered_at" < DATE_TRUNC('month', NOW()))`},
 
