@@ -277,7 +277,7 @@ func TestTimingCancel(t *testing.T) {
 				time.Sleep(200 * time.Millisecond)
 				conn.PgConn().CancelRequest(ctx)
 			}()
-			if _, _, err := timed(conn, "SELECT count(*) FROM generate_series(1, 200000000)"); err == nil || !strings.Contains(err.Error(), "57014") {
+			if _, _, err := timed(conn, "SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b"); err == nil || !strings.Contains(err.Error(), "57014") {
 				t.Errorf("a cancelled pass-through statement: %v, want 57014", err)
 			}
 		})

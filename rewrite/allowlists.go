@@ -495,6 +495,12 @@ var passThroughFuncs = map[string]bool{
 	"has_table_privilege": true, "has_schema_privilege": true, "has_database_privilege": true,
 	"pg_get_keywords": true, "pg_get_partkeydef": true, "pg_get_statisticsobjdef_columns": true,
 	"pg_relation_is_publishable": true, "quote_ident": true,
+	// (Casts are not listed: a pass-through query may cast. Metabase's
+	// col_description(format('%I.%I', s, t)::regclass::oid, n) casts a
+	// name to regclass, whose input function looks it up in pg_class
+	// through the search path, pinned to public (PinnedSettings), and
+	// fails with 42P01 for an unknown relation: an answer and an error
+	// that depend on the schema only, which is not protected.)
 	// psql's \d and friends: partition ancestry (relation ids only),
 	// object names and visibility in the search path
 	"pg_partition_ancestors": true, "pg_partition_root": true, "pg_partition_tree": true,
@@ -514,8 +520,11 @@ var passThroughFuncs = map[string]bool{
 	// arrays and aggregates
 	"array_to_string": true, "array_agg": true, "string_agg": true, "unnest": true,
 	"generate_subscripts": true, "array_length": true,
-	// psql's \d walks publication column lists with it; like any large
-	// join of catalogs, a huge series is bounded by limits.statement_timeout
+	// psql's \d walks publication column lists with it, psqlODBC's
+	// SQLForeignKeys pg_constraint.conkey, Grafana's pickers the search
+	// path; literal bounds of more than maxSeriesValues values are refused
+	// (seriesBounded, passthrough.go), other bounds are bounded by
+	// limits.statement_timeout like any large join of catalogs
 	"generate_series": true, "array_upper": true, "array_lower": true,
 	"count": true, "sum": true, "min": true, "max": true, "avg": true, "row_number": true,
 	// scalar builtins (the parser writes substring/trim/position/LIKE ESCAPE as these)
@@ -526,6 +535,30 @@ var passThroughFuncs = map[string]bool{
 	// and Grafana's table and column pickers (the search path split with
 	// string_to_array, a table name with parse_ident)
 	"format": true, "string_to_array": true, "parse_ident": true,
+	// More string functions of tools' catalog queries (issue 14): each
+	// is a pure function of its arguments, reads no table, setting or
+	// file, and returns at most a constant multiple of its arguments'
+	// size. quote_literal and quote_nullable quote a text as a literal
+	// (Metabase and SQLAlchemy build names and defaults with them),
+	// concat_ws joins names (psqlODBC's catalog.schema.table), left and
+	// right cut them. regexp_replace (pickers that strip quotes or
+	// prefixes from names) runs PostgreSQL's regular-expression engine,
+	// which pass-through queries already reach through the ~ operator
+	// (Metabase's nspname !~ '^pg_'): it checks for interrupts while
+	// matching, so a catastrophic pattern is ended by
+	// limits.statement_timeout like any long statement, and its result is
+	// capped by PostgreSQL's 1 GB value limit, like replace's. None of
+	// them is allowed on a private column (totality.go decides that).
+	"quote_literal": true, "quote_nullable": true, "concat_ws": true, "left": true, "right": true,
+	"regexp_replace": true,
+	// Arrays of catalog queries (pg_constraint.conkey, pg_index.indkey,
+	// the search path split by string_to_array): the dimensions and
+	// positions of an array, and arrays built from their arguments, whose
+	// size is at most the sum of their arguments' sizes. array_fill is
+	// not here: a few bytes of SQL ask it for an array of up to 1 GB.
+	"array_dims": true, "array_ndims": true, "cardinality": true, "array_position": true,
+	"array_positions": true, "array_append": true, "array_prepend": true, "array_cat": true,
+	"array_remove": true, "array_replace": true,
 }
 
 // refusedFuncReasons explain why some well-known functions are refused.

@@ -1,6 +1,8 @@
 package rewrite
 
 import (
+	"math"
+	"strconv"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
@@ -19,7 +21,18 @@ func funcAllowed(fc *pg_query.FuncCall) error {
 	if schema != "" && schema != "pg_catalog" {
 		return reject(pgerr.InsufficientPrivilege, fc.Location, "function %s.%s is not allowed: only pg_catalog functions may be called", schema, name)
 	}
+	if name == "generate_series" {
+		return seriesBounded(fc)
+	}
 	if passThroughFuncs[name] {
+		return nil
+	}
+	// What a hoisted constant may compute (dates, numbers, strings:
+	// no side effect, no table, setting or file, bounded memory and
+	// time) may also be computed over catalogs and public tables:
+	// Metabase's binning (floor) and time breakouts (date_trunc, extract)
+	// of a public table's columns.
+	if constFuncs[name] {
 		return nil
 	}
 	if name == "current_setting" && len(fc.Args) > 0 {
@@ -32,6 +45,55 @@ func funcAllowed(fc *pg_query.FuncCall) error {
 	}
 	return reject(pgerr.InsufficientPrivilege, fc.Location, "function %s is not allowed", name).
 		WithHint("dpproxy allows only a list of catalog and scalar functions in queries that do not read private tables.")
+}
+
+// maxSeriesValues bounds generate_series with literal bounds in a
+// pass-through query. PostgreSQL materialises a set-returning function in
+// FROM before reading it: generate_series(1, 10000000) writes 140 MB of
+// temporary files (measured, PostgreSQL 15, work_mem 4MB), about 250 MB a
+// second until limits.statement_timeout ends it, and temp_file_limit is
+// unlimited by default. Catalog queries walk arrays of a few elements.
+// Bounds that are not literals (array_lower(conkey, 1), the search path's
+// length) are bounded by the statement timeout alone; an operator who
+// wants a hard bound sets temp_file_limit for the query role.
+const maxSeriesValues = 10_000_000
+
+// seriesBounded refuses generate_series whose literal number bounds (and
+// step) give more than maxSeriesValues values.
+func seriesBounded(fc *pg_query.FuncCall) error {
+	if len(fc.Args) < 2 || len(fc.Args) > 3 {
+		return nil
+	}
+	var v [3]float64
+	v[2] = 1
+	for i, a := range fc.Args {
+		c := a.GetAConst()
+		if c == nil {
+			return nil
+		}
+		switch {
+		case c.GetIval() != nil:
+			v[i] = float64(c.GetIval().GetIval())
+		case c.GetFval() != nil:
+			f, err := strconv.ParseFloat(c.GetFval().GetFval(), 64)
+			if err != nil {
+				return nil
+			}
+			v[i] = f
+		default:
+			return nil // a timestamp series, NULL: not counted here
+		}
+	}
+	start, stop, step := v[0], v[1], v[2]
+	if step == 0 || math.IsInf(start, 0) || math.IsInf(stop, 0) || math.IsInf(step, 0) {
+		return nil // PostgreSQL's own error, or no number
+	}
+	n := math.Floor((stop-start)/step) + 1
+	if n > maxSeriesValues {
+		return reject(pgerr.ProgramLimitExceeded, fc.Location, "generate_series of %.0f values exceeds dpproxy's limit of %d in queries that read no private table", n, maxSeriesValues).
+			WithHint("Catalog queries need short series; ask for at most %d values.", maxSeriesValues)
+	}
+	return nil
 }
 
 // funcName splits a function name into schema ("" if unqualified) and name.
@@ -81,7 +143,7 @@ func (a *Analyzer) selectStmt(n *pg_query.Node, text string) (*Statement, error)
 	if hasPrivate(refs) {
 		plan, err := a.plan(n.GetSelectStmt(), refs)
 		if err != nil {
-			return nil, err
+			return nil, withToolHint(err, n.GetSelectStmt()) // toolhints.go
 		}
 		return &Statement{Kind: KindPrivate, SQL: text, Plan: plan}, nil
 	}

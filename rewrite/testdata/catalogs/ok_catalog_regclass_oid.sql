@@ -1,0 +1,2 @@
+-- intent: col_description/obj_description of a name cast ::regclass::oid (Metabase's field comments) pass through: regclass input reads only pg_class, resolving the name in the pinned search path
+SELECT col_description(CAST(CAST(format('%I.%I', 'public', 'orders') AS regclass) AS oid), 1) AS field_comment, obj_description('public.orders'::regclass::oid, 'pg_class') AS table_comment, 'orders'::regclass::oid > 0 AS known

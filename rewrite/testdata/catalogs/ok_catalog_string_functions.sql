@@ -1,0 +1,2 @@
+-- intent: the pure string functions of tools' catalog queries (format, quote_ident, quote_literal, quote_nullable, concat_ws, left, right, regexp_replace) pass through when no private table is read
+SELECT format('%I.%I', table_schema, table_name) AS qualified, quote_ident(table_name), quote_literal(table_name), quote_nullable(table_name), concat_ws('.', table_catalog, table_schema, table_name), left(table_name, 3), right(table_name, 3), regexp_replace(table_name, '^(.)', '\1_', 'g') FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1
