@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dpproxy/dpproxy/internal/testconf"
 )
 
 // Issue 14's client matrix (item 7; README "Clients"): asyncpg, SQLAlchemy
@@ -39,13 +41,14 @@ const (
 // own budget and ledger line).
 var clients14Users = []string{"asyncpg", "sqlalchemy", "odbc", "postgresjs", "knex", "pgcli"}
 
+// clients14Config is the matrix's proxy (testconf.Clients) with these
+// analysts.
 func clients14Config() string {
-	var users strings.Builder
+	var users []string
 	for _, u := range clients14Users {
-		fmt.Fprintf(&users, "    - {name: matrix_%s, password_env: PW, budget: {epsilon: 100, delta: 1.0e-3}}\n", u)
+		users = append(users, fmt.Sprintf("{name: matrix_%s, password_env: PW, budget: {epsilon: 100, delta: 1.0e-3}}", u))
 	}
-	const anchor = "    - {name: matrix_bi,"
-	return strings.Replace(clientsConfig, anchor, users.String()+anchor, 1)
+	return testconf.Get(testconf.Clients).Set("["+strings.Join(users, ", ")+"]", "auth", "users").String()
 }
 
 // stepResult is one step of a client's report: what it got, or its error.
@@ -411,7 +414,9 @@ prompt = 'pgcli> '
 	statements := 0
 	typed := func(what, line string, keys ...string) string {
 		t.Helper()
-		tm("send-keys", "-t", "pgcli", "-l", line)
+		if line != "" {
+			tm("send-keys", "-t", "pgcli", "-l", line)
+		}
 		for _, k := range keys {
 			time.Sleep(300 * time.Millisecond)
 			tm("send-keys", "-t", "pgcli", k)
@@ -420,11 +425,21 @@ prompt = 'pgcli> '
 		statements++
 		return waitFor(what, done, statements)
 	}
-	// The completion refresher ran its catalog queries at start: a table
-	// name completes with Tab (no keyword starts with "produ"); the first
-	// Enter takes the completion, the second runs the line.
-	time.Sleep(time.Second)
-	out := typed("completion", "SELECT count(*) AS n FROM produ", "Tab", "Enter")
+	// The completion refresher runs its catalog queries in the background
+	// at start: once it has, a table name completes with Tab (no keyword
+	// starts with "produ"). Tab is pressed until it does (10 s at most);
+	// then the first Enter takes the completion, the second runs the line.
+	tm("send-keys", "-t", "pgcli", "-l", "SELECT count(*) AS n FROM produ")
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		tm("send-keys", "-t", "pgcli", "Tab")
+		time.Sleep(200 * time.Millisecond)
+		s := screen()
+		p := prompt.FindAllStringIndex(s, -1)
+		if line, _, _ := strings.Cut(s[p[len(p)-1][0]:], "\n"); strings.Contains(line, "FROM products") {
+			break
+		}
+	}
+	out := typed("completion", "", "Enter")
 	if !strings.Contains(out, "FROM products") || !regexp.MustCompile(`\|\s*50\s*\|`).MatchString(out) {
 		t.Errorf("pgcli: \"FROM produ\" + Tab did not complete to products and count its 50 rows (the completion refresher's catalog queries):\n%s", out)
 	}
