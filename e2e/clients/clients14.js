@@ -100,6 +100,11 @@ async function knexJS() {
     .where('amount', '>', 10).whereLike('region', 'n%').groupBy('region').orderBy('region');
   out.like_sql = like.toSQL().toNative().sql;
   await step('like', async () => ({ rows: rows(await like) }));
+  // The same question with the pattern written into the text.
+  await step('like_literal', async () => ({
+    rows: rows(await knex('orders').select('region').count('* as n').avg('amount as mean')
+      .where('amount', '>', 10).whereRaw("region LIKE 'n%'").groupBy('region').orderBy('region')),
+  }));
   await knex.destroy();
 }
 
