@@ -107,6 +107,13 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 		return nil, err
 	}
 
+	// Keys with public values only, no aggregate: the answer is every
+	// combination of the configured values whatever the rows hold, so no
+	// private row is read and nothing is charged (the NOTICE says so).
+	if spec.ReadsNoRow() {
+		return ss.publicKeysResult(ctx, plan, spec, desc)
+	}
+
 	// Claim the question in the ledger (answer.go): a question answered
 	// before, by any proxy sharing the ledger, is answered again for free.
 	claim, cached, err := ss.claimAnswer(ctx, key)
@@ -161,6 +168,21 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 	}
 	// Send.
 	return ss.answerResult(a, false, spend), nil
+}
+
+// publicKeysResult answers a plan whose release reads no row
+// (dp.Spec.ReadsNoRow): the public key combinations, post-processed.
+func (ss *session) publicKeysResult(ctx context.Context, plan *rewrite.Plan, spec *dp.Spec, desc *description) (*result, error) {
+	a, err := release(plan, spec, desc.fields, nil)
+	if err != nil {
+		return nil, err
+	}
+	if plan.Post != nil {
+		if a, err = ss.postProcess(ctx, plan, a); err != nil {
+			return nil, err
+		}
+	}
+	return ss.answerResult(a, false, budget.Spend{}), nil
 }
 
 // specPrivate is everything known about a fresh private query before the
