@@ -182,3 +182,131 @@ func TestDistinctRefusals(t *testing.T) {
 		}
 	}
 }
+
+// UNION ALL of DP queries (Grafana's filter-value API): each branch
+// answered on its own, the sum of their charges charged once, the NOTICE
+// saying so.
+func TestUnionAllOfDistinctIsAnsweredBranchByBranch(t *testing.T) {
+	conn, notices := carolNotices(t)
+	if _, err := conn.Exec(ctx, "SET dp.epsilon = 1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		sql    string
+		charge float64
+	}{
+		// channel through partition selection, region's public values free
+		{"SELECT DISTINCT channel AS v FROM orders UNION ALL SELECT DISTINCT region FROM orders", 1},
+		{"SELECT DISTINCT channel AS v FROM orders UNION ALL SELECT DISTINCT channel FROM orders WHERE amount > 1", 2},
+	} {
+		before := showBudget(t, conn)
+		notices()
+		got := column(t, conn, c.sql)
+		seen := map[string]int{}
+		for _, v := range got {
+			seen[v]++
+		}
+		if seen["phone"] > 0 || seen["web"] == 0 || seen["app"] == 0 {
+			t.Errorf("%s: %v", c.sql, got)
+		}
+		if c.charge == 1 && (seen["north"] != 1 || seen["west"] != 1) {
+			t.Errorf("%s: public regions missing: %v", c.sql, got)
+		}
+		if c.charge == 2 && seen["web"] != 2 {
+			t.Errorf("%s: want web from both branches: %v", c.sql, got)
+		}
+		after := showBudget(t, conn)
+		if d := after.epsSpent - before.epsSpent; d < c.charge-1e-9 || d > c.charge+1e-9 {
+			t.Errorf("%s: charged ε=%g, want %g (the sum of the branches)", c.sql, d, c.charge)
+		}
+		ns := notices()
+		if len(ns) != 1 || !strings.Contains(ns[0], "the charge is the sum") || !strings.Contains(ns[0], fmt.Sprintf("charged ε=%g", c.charge)) {
+			t.Errorf("%s: NOTICE %q", c.sql, ns)
+		}
+	}
+}
+
+func TestUnionAllOrderLimitAndTypes(t *testing.T) {
+	conn, _ := carolNotices(t)
+	got := column(t, conn, "SELECT DISTINCT channel AS v FROM orders UNION ALL SELECT DISTINCT region FROM orders ORDER BY v DESC LIMIT 3")
+	if len(got) != 3 || got[0] != "west" || got[1] != "web" || !(got[2] < got[1]) {
+		t.Errorf("ORDER BY v DESC LIMIT 3 over the union = %v, want west, web, then the next value down", got)
+	}
+	// bigint and numeric branches: the union's column is numeric, as
+	// PostgreSQL unifies them.
+	rows, err := conn.Query(ctx, "SELECT count(*) AS n FROM orders UNION ALL SELECT sum(amount) FROM orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fd := rows.FieldDescriptions(); len(fd) != 1 || fd[0].Name != "n" || fd[0].DataTypeOID != 1700 {
+		t.Errorf("row description %+v, want one numeric column n", fd)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	if err := rows.Err(); err != nil || n != 2 {
+		t.Errorf("%d rows, %v; want 2", n, err)
+	}
+}
+
+func TestUnionAllExtendedProtocolAndExplain(t *testing.T) {
+	host, port, _ := net.SplitHostPort(env.proxyAddr)
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://carol:%s@%s:%s/shop?sslmode=disable", url.QueryEscape(pwCarol), host, port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SELECT count(*) FROM orders WHERE amount > $1 UNION ALL SELECT count(*) FROM orders WHERE amount > $2 + 1", 10, 400)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counts []int64
+	for rows.Next() {
+		var c int64
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		counts = append(counts, c)
+	}
+	if err := rows.Err(); err != nil || len(counts) != 2 || counts[0] <= counts[1] {
+		t.Errorf("counts %v (%v), want two, the first larger", counts, err)
+	}
+	before := showBudget(t, conn)
+	text := strings.Join(column(t, conn, "EXPLAIN DP SELECT DISTINCT channel AS v FROM orders UNION ALL SELECT DISTINCT channel FROM orders WHERE amount > 1"), "\n")
+	if !strings.Contains(text, "UNION ALL of 2 DP queries") || !strings.Contains(text, "Branch 2:") {
+		t.Errorf("EXPLAIN DP of a union:\n%s", text)
+	}
+	if after := showBudget(t, conn); after.epsSpent != before.epsSpent {
+		t.Errorf("EXPLAIN DP charged ε=%g", after.epsSpent-before.epsSpent)
+	}
+}
+
+// All or nothing: a union whose total exceeds the per-query maximum is
+// refused before any branch runs, nothing charged; other set operations
+// are refused with a usable connection.
+func TestUnionAllRefusals(t *testing.T) {
+	conn, _ := carolNotices(t)
+	if _, err := conn.Exec(ctx, "SET dp.epsilon = 3"); err != nil { // max_epsilon_per_query is 5
+		t.Fatal(err)
+	}
+	before := showBudget(t, conn)
+	for q, want := range map[string]string{
+		"SELECT count(*) FROM orders UNION ALL SELECT count(*) FROM orders WHERE amount > 1":             "22023",
+		"SELECT DISTINCT channel FROM orders UNION SELECT DISTINCT channel FROM orders WHERE amount > 1": "0A000",
+		"SELECT count(*) FROM orders UNION ALL SELECT count(*) FROM products":                            "0A000",
+		"SELECT count(*) FROM orders UNION ALL SELECT count(*) FROM orders ORDER BY count(*) + 1":        "0A000",
+	} {
+		_, err := conn.Exec(ctx, q)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != want {
+			t.Errorf("%s: %v, want SQLSTATE %s", q, err, want)
+		}
+		if err := conn.Ping(ctx); err != nil {
+			t.Fatalf("connection unusable after refusal: %v", err)
+		}
+	}
+	if after := showBudget(t, conn); after.epsSpent != before.epsSpent {
+		t.Errorf("refused unions charged ε=%g", after.epsSpent-before.epsSpent)
+	}
+}

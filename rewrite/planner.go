@@ -62,6 +62,15 @@ type plannedAgg struct {
 // CTEs, which are inlined) and rewrites it. It runs the phases in order
 // (doc.go); each refuses what it cannot plan.
 func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error) {
+	if sel != nil && sel.Op != pg_query.SetOperation_SETOP_NONE {
+		return a.planUnion(sel, refs) // union.go
+	}
+	return a.planSelect(sel, refs, 0)
+}
+
+// planSelect plans one SELECT; its client parameters are $1..$n with n at
+// least minParams (a UNION ALL branch binds all of the statement's).
+func (a *Analyzer) planSelect(sel *pg_query.SelectStmt, refs []*relRef, minParams int) (*Plan, error) {
 	var priv *relRef
 	for _, r := range refs {
 		if r.class == relPrivate {
@@ -86,6 +95,7 @@ func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error)
 	if err != nil {
 		return nil, err
 	}
+	p.tot.nparams = max(p.tot.nparams, minParams)
 	if err := p.boundedWork(sel); err != nil { // work.go, joins.go
 		return nil, err
 	}
@@ -138,7 +148,7 @@ func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error)
 	for _, a := range p.aggs {
 		plan.Aggregates = append(plan.Aggregates, a.agg)
 	}
-	plan.NumParams = numParams(orig)
+	plan.NumParams = max(numParams(orig), minParams)
 	p.groupBounds(plan) // keys.go
 	p.tot.apply()       // the checked WHERE and join conditions, constants hoisted
 	if err := p.tot.finish(plan); err != nil {
