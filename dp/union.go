@@ -82,7 +82,11 @@ func (u *Union) Explain(names [][]string, b *Budget) []string {
 		}
 	}
 	if pp := u.plan.Post; pp != nil {
-		lines = append(lines, fmt.Sprintf("Post-processing over the released rows of all branches dp(dp_c0, ...): SELECT %s ORDER BY %s", pp.Targets, pp.OrderBy))
+		order := ""
+		if pp.OrderBy != "" {
+			order = " ORDER BY " + pp.OrderBy
+		}
+		lines = append(lines, fmt.Sprintf("Post-processing over the released rows of all branches, as the union's column types dp(dp_c0, ...): SELECT %s%s", pp.Targets, order))
 	}
 	return lines
 }

@@ -310,3 +310,31 @@ func TestUnionAllRefusals(t *testing.T) {
 		t.Errorf("refused unions charged ε=%g", after.epsSpent-before.epsSpent)
 	}
 }
+
+// The branches' values are printed as the union's column type, as
+// PostgreSQL prints them: a date branch under a timestamptz column.
+func TestUnionAllValuesInTheUnionsType(t *testing.T) {
+	conn, _ := carolNotices(t)
+	if _, err := conn.Exec(ctx, "SET TimeZone = 'UTC'"); err != nil {
+		t.Fatal(err)
+	}
+	q := "SELECT date_trunc('year', ordered_at) AS y FROM orders GROUP BY 1 UNION ALL SELECT date_trunc('year', ordered_at)::date FROM orders GROUP BY 1"
+	rows, err := conn.Query(ctx, q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	if fd := rows.FieldDescriptions(); len(fd) != 1 || fd[0].DataTypeOID != 1184 {
+		t.Fatalf("row description %+v, want one timestamptz column", fd)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+		if raw := string(rows.RawValues()[0]); !strings.HasSuffix(raw, "+00") {
+			t.Errorf("value %q is not printed as a timestamptz", raw)
+		}
+	}
+	if err := rows.Err(); err != nil || n == 0 || n%2 != 0 {
+		t.Errorf("%d rows, %v", n, err)
+	}
+}

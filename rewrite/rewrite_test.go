@@ -94,7 +94,7 @@ func renderPlan(b *strings.Builder, p *Plan) {
 			fmt.Fprintf(b, "-- output %d: %s\n", i, o.Name)
 		}
 		if p.Post != nil {
-			fmt.Fprintf(b, "-- post: SELECT %s ORDER BY %s\n", p.Post.Targets, p.Post.OrderBy)
+			fmt.Fprintf(b, "-- post: SELECT %s ORDER BY %q\n", p.Post.Targets, p.Post.OrderBy)
 		}
 		for i, br := range p.Branches {
 			fmt.Fprintf(b, "-- branch %d:\n", i+1)

@@ -14,8 +14,9 @@ import (
 // SELECT DISTINCT subqueries): each branch is planned as a private query
 // of its own (Plan.Branches); the proxy charges the sum of their costs in
 // one charge before any branch runs, releases each branch on its own and
-// concatenates the rows. ORDER BY, LIMIT and OFFSET over the whole union
-// sort and cut the released rows (Plan.Post), which read no private row.
+// concatenates the rows. The post-processing query (Plan.Post) reads them
+// as the union's column types and applies ORDER BY, LIMIT and OFFSET over
+// the whole union to the released rows only.
 
 // planUnion plans a set operation over a private table.
 func (a *Analyzer) planUnion(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error) {
@@ -93,10 +94,11 @@ func (a *Analyzer) planUnion(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, e
 	if err := faithful(on, plan.DescribeSQL); err != nil {
 		return nil, err
 	}
-	if len(sel.SortClause) == 0 && sel.LimitCount == nil && sel.LimitOffset == nil {
-		return plan, nil
-	}
-	// ORDER BY, LIMIT, OFFSET over the released rows.
+	// The post-processing query reads the concatenated released rows as
+	// the union's described types, so that each value is printed as
+	// PostgreSQL prints the union's column (a bigint branch under a
+	// numeric column, a date under a timestamp), then applies ORDER BY,
+	// LIMIT and OFFSET. It reads no private row.
 	if sel.LimitOption == pg_query.LimitOption_LIMIT_OPTION_WITH_TIES {
 		return nil, reject(pgerr.FeatureNotSupported, -1, "FETCH ... WITH TIES is not supported on private table %s", name)
 	}
