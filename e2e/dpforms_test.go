@@ -151,6 +151,16 @@ func TestDistinctPublicValuesChargeNothing(t *testing.T) {
 	}
 }
 
+func TestExplainDPOfPublicDistinctSaysNothingIsRead(t *testing.T) {
+	conn, _ := carolNotices(t)
+	text := strings.Join(column(t, conn, "EXPLAIN DP SELECT DISTINCT region FROM orders"), "\n")
+	for _, want := range []string{"Charge: ε=0 δ=0", "no private row influences this answer", "Nothing reads the table"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("EXPLAIN DP lacks %q:\n%s", want, text)
+		}
+	}
+}
+
 func TestExplainDPOfDistinct(t *testing.T) {
 	conn, _ := carolNotices(t)
 	before := showBudget(t, conn)
