@@ -237,15 +237,17 @@ func (ss *session) unionResult(ctx context.Context, st *rewrite.Statement, p *pa
 		return nil, err
 	}
 
-	// Claim and charge the sum once (none when no branch reads a row).
+	// Claim and charge the sum once, before any branch runs; none when no
+	// branch reads a row (keys with public values only).
+	var claim *budget.Claim
 	var spend budget.Spend
 	if !free {
-		claim, cached, err := ss.claimAnswer(ctx, key)
-		if err != nil {
+		var cached *answer
+		if claim, cached, err = ss.claimAnswer(ctx, key); err != nil {
 			return nil, err
 		}
 		defer claim.Release()
-		defer clk.release(ctx)
+		defer clk.release(ctx) // before the claim goes
 		if cached != nil {
 			ss.cacheHit(ctx)
 			return ss.answerResult(cached, true, budget.Spend{}), nil
@@ -253,29 +255,29 @@ func (ss *session) unionResult(ctx context.Context, st *rewrite.Statement, p *pa
 		if err := clk.check(); err != nil {
 			return nil, err
 		}
-		charge, err := ss.unionCharge(st, u)
+		charge, err := ss.unionCharge(st, u) // answer.go
 		if err != nil {
 			return nil, err
 		}
 		if spend, err = ss.chargeLedger(ctx, claim, charge); err != nil {
 			return nil, err
 		}
-		a, err := ss.runUnion(ctx, clk, plan, specs, p, desc, descs, cvs)
-		if err != nil {
-			return nil, err
-		}
-		a.bounds = u.Bounds(names)
-		a.notBefore = clk.slotEnd(time.Now())
-		if err := ss.storeAnswer(ctx, claim, key, a); err != nil {
-			return nil, err
-		}
-		return ss.answerResult(a, false, spend), nil
 	}
+
+	// Run each branch bounded, release each, concatenate, post-process.
 	a, err := ss.runUnion(ctx, clk, plan, specs, p, desc, descs, cvs)
 	if err != nil {
 		return nil, err
 	}
 	a.bounds = u.Bounds(names)
+
+	// Stored before anyone sees it (a free answer draws no noise).
+	if claim != nil {
+		a.notBefore = clk.slotEnd(time.Now())
+		if err := ss.storeAnswer(ctx, claim, key, a); err != nil {
+			return nil, err
+		}
+	}
 	return ss.answerResult(a, false, spend), nil
 }
 
