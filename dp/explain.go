@@ -19,6 +19,13 @@ func (s *Spec) Bounds(names []string) string {
 		}
 		parts = append(parts, s.aggregator(o.Agg).Bound(names[i], s.mech))
 	}
+	if len(parts) == 0 {
+		// Keys only (SELECT DISTINCT, GROUP BY without aggregates).
+		if s.plan.PartitionSelection {
+			return "keys only: a key is listed when its noisy count of distinct " + s.plan.Table.PrivacyUnit + " values passes partition selection, so keys of few people are left out"
+		}
+		return "keys only: every configured public value is listed; no private row influences this answer"
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -27,6 +34,9 @@ func (s *Spec) Bounds(names []string) string {
 func NoticeText(bounds string, cached bool, eps, delta, epsLeft, deltaLeft float64) string {
 	if cached {
 		return fmt.Sprintf("dp: %s; repeated query: the earlier noisy answer, nothing charged", bounds)
+	}
+	if eps == 0 && delta == 0 {
+		return fmt.Sprintf("dp: %s; nothing charged", bounds)
 	}
 	return fmt.Sprintf("dp: %s; charged ε=%s δ=%s, remaining ε=%s δ=%s", bounds,
 		formatNum(eps), formatNum(delta), formatNum(epsLeft), formatNum(deltaLeft))
@@ -70,6 +80,11 @@ func (s *Spec) ExplainSpec(names []string) []string {
 	split := fmt.Sprintf("ε split in %d equal share(s): %d aggregate(s)", shares, len(plan.Aggregates))
 	if plan.PartitionSelection {
 		split += " and partition selection"
+	}
+	if shares == 0 {
+		// Keys only, every one with public values: the answer is every
+		// combination of the configured values whatever the rows hold.
+		split = "no private row influences this answer: it is every combination of the configured public values, so nothing is charged"
 	}
 	add("Charge: ε=%s δ=%s (of the session's ε=%s δ=%s; %s)", formatNum(s.total.Epsilon), formatNum(s.total.Delta),
 		formatNum(s.privacy.epsilon), formatNum(s.privacy.delta), split)
@@ -134,6 +149,10 @@ func (s *Spec) ExplainPlan() []string {
 				add("  $%d = %s", c.Param, c.SQL)
 			}
 		}
+	}
+	if s.ReadsNoRow() {
+		add("Nothing reads the table: the answer is every combination of the keys' public values")
+		return lines
 	}
 	add("Rewritten SQL ($%d is a fresh secret seed per execution):", plan.SeedParam())
 	return append(lines, strings.Split(plan.SQL, "\n")...)

@@ -3,6 +3,7 @@ package dp_test
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -78,6 +79,29 @@ func renderSpecs(stmts []*rewrite.Statement) string {
 			p, err := dp.NewPrivacy(mech, 1, 1e-6)
 			if err != nil {
 				panic(err)
+			}
+			if len(st.Plan.Branches) > 0 {
+				var specs []*dp.Spec
+				for _, br := range st.Plan.Branches {
+					s, err := dp.NewSpec(br, p)
+					if err != nil {
+						panic(err)
+					}
+					specs = append(specs, s)
+				}
+				u, err := dp.NewUnion(st.Plan, specs, math.Inf(1))
+				if err != nil {
+					fmt.Fprintf(&b, "ERROR: %v\n", err)
+					continue
+				}
+				var names [][]string
+				for _, br := range st.Plan.Branches {
+					names = append(names, outputNames(br))
+				}
+				for _, l := range u.ExplainSpec(names) {
+					b.WriteString(l + "\n")
+				}
+				continue
 			}
 			spec, err := dp.NewSpec(st.Plan, p)
 			if err != nil {

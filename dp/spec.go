@@ -106,3 +106,12 @@ func aggIndex(plan *rewrite.Plan, agg *rewrite.Aggregate) int {
 	}
 	return 0
 }
+
+// ReadsNoRow reports whether no private row can influence the release:
+// no aggregate and no partition selection, so the answer is every
+// combination of the keys' configured public values (SELECT DISTINCT or
+// GROUP BY of public-valued keys only). Such a plan costs nothing, and
+// the proxy releases it without reading the table or charging.
+func (s *Spec) ReadsNoRow() bool {
+	return len(s.plan.Aggregates) == 0 && !s.plan.PartitionSelection
+}

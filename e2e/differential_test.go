@@ -623,6 +623,13 @@ func (o *diffOracle) check(x string) ([]string, error) {
 			texts = append(texts, sentText{"Plan.DescribeSQL", p.DescribeSQL, make([]uint32, p.NumParams)})
 		case rewrite.KindPrivate:
 			texts = append(texts, sentText{"Plan.DescribeSQL", p.DescribeSQL, make([]uint32, p.NumParams)})
+			if len(p.Branches) > 0 { // UNION ALL: each branch's texts
+				for _, b := range p.Branches {
+					texts = append(texts, sentText{"Branch.DescribeSQL", b.DescribeSQL, make([]uint32, b.NumParams)})
+					texts = append(texts, sentText{"Branch.SQL", b.SQL, append(make([]uint32, b.NumParams), 20)})
+				}
+				break
+			}
 			// The client's parameters, then the seed (bigint).
 			texts = append(texts, sentText{"Plan.SQL", p.SQL, append(make([]uint32, p.NumParams), 20)})
 			if p.Post != nil {

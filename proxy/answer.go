@@ -142,3 +142,16 @@ func (ss *session) charge(st *rewrite.Statement, spec *dp.Spec) (budget.Charge, 
 		Rho: c.Rho, DeltaApprox: c.DeltaApprox, Fingerprint: st.Fingerprint,
 	}, nil
 }
+
+// unionCharge is what a UNION ALL of DP queries costs: the sum of its
+// branches' costs (dp.Union.Cost), charged once.
+func (ss *session) unionCharge(st *rewrite.Statement, u *dp.Union) (budget.Charge, error) {
+	c, err := u.Cost()
+	if err != nil {
+		return budget.Charge{}, err
+	}
+	return budget.Charge{
+		Analyst: ss.user.Name, Epsilon: c.Epsilon, Delta: c.Delta,
+		Rho: c.Rho, DeltaApprox: c.DeltaApprox, Fingerprint: st.Fingerprint,
+	}, nil
+}

@@ -16,6 +16,9 @@ import (
 // as PostgreSQL's EXPLAIN prints them.
 func (ss *session) explainDP(ctx context.Context, st *rewrite.Statement, paramOIDs []uint32) (*result, error) {
 	plan := st.Plan
+	if len(plan.Branches) > 0 {
+		return ss.explainUnion(ctx, plan, paramOIDs)
+	}
 	desc, err := ss.describe(ctx, plan, paramOIDs)
 	if err != nil {
 		return nil, err
@@ -29,15 +32,52 @@ func (ss *session) explainDP(ctx context.Context, st *rewrite.Statement, paramOI
 	for i, f := range fields {
 		names[i] = string(f.Name)
 	}
-	var left *dp.Budget
-	if sp, err := ss.srv.ledger.Spent(ctx, ss.user.Name); err == nil {
-		left = &dp.Budget{EpsilonLeft: sp.EpsilonRemaining(), DeltaLeft: sp.DeltaRemaining(),
-			ZCDP: ss.srv.cfg.Privacy.Accounting == conf.AccountingZCDP}
+	return explainResult(spec.Explain(names, ss.budgetLeft(ctx))), nil
+}
+
+// budgetLeft is what the ledger says is left, nil when it cannot say.
+func (ss *session) budgetLeft(ctx context.Context) *dp.Budget {
+	sp, err := ss.srv.ledger.Spent(ctx, ss.user.Name)
+	if err != nil {
+		return nil
 	}
-	lines := spec.Explain(names, left)
+	return &dp.Budget{EpsilonLeft: sp.EpsilonRemaining(), DeltaLeft: sp.DeltaRemaining(),
+		ZCDP: ss.srv.cfg.Privacy.Accounting == conf.AccountingZCDP}
+}
+
+func explainResult(lines []string) *result {
 	rows := make([][]string, len(lines))
 	for i, l := range lines {
 		rows[i] = []string{l}
 	}
-	return textResult([]string{"QUERY PLAN"}, []uint32{oidText}, rows, "EXPLAIN"), nil
+	return textResult([]string{"QUERY PLAN"}, []uint32{oidText}, rows, "EXPLAIN")
+}
+
+// explainUnion is EXPLAIN DP of a UNION ALL of DP queries: the total
+// charge (the sum of the branches'), then each branch as it would be
+// answered alone. It reads no table data and charges nothing.
+func (ss *session) explainUnion(ctx context.Context, plan *rewrite.Plan, paramOIDs []uint32) (*result, error) {
+	desc, err := ss.describe(ctx, plan, paramOIDs)
+	if err != nil {
+		return nil, err
+	}
+	specs := make([]*dp.Spec, len(plan.Branches))
+	names := make([][]string, len(plan.Branches))
+	for i, b := range plan.Branches {
+		bd, err := ss.describe(ctx, b, desc.paramOIDs)
+		if err != nil {
+			return nil, err
+		}
+		if specs[i], err = ss.releaseSpec(b); err != nil {
+			return nil, err
+		}
+		for _, f := range bd.fields {
+			names[i] = append(names[i], string(f.Name))
+		}
+	}
+	u, err := ss.unionSpec(plan, specs)
+	if err != nil {
+		return nil, err
+	}
+	return explainResult(u.Explain(names, ss.budgetLeft(ctx))), nil
 }

@@ -74,6 +74,9 @@ type description struct {
 // (noise, then post-processing) → store → send. Everything that can fail
 // whatever the private rows hold fails before the charge.
 func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *params, paramOIDs []uint32) (*result, error) {
+	if len(st.Plan.Branches) > 0 {
+		return ss.unionResult(ctx, st, p, paramOIDs)
+	}
 	clk := ss.startClock() // clock.go: the response leaves at the end of a time slot
 	defer ss.stopClock(clk)
 	defer clk.release(ctx)
@@ -105,6 +108,13 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 	desc, spec, err := ss.specPrivate(ctx, plan, p, paramOIDs, cv)
 	if err != nil {
 		return nil, err
+	}
+
+	// Keys with public values only, no aggregate: the answer is every
+	// combination of the configured values whatever the rows hold, so no
+	// private row is read and nothing is charged (the NOTICE says so).
+	if spec.ReadsNoRow() {
+		return ss.publicKeysResult(ctx, plan, spec, desc)
 	}
 
 	// Claim the question in the ledger (answer.go): a question answered
@@ -161,6 +171,170 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 	}
 	// Send.
 	return ss.answerResult(a, false, spend), nil
+}
+
+// unionResult answers a UNION ALL of DP queries (rewrite.Plan.Branches)
+// in the steps of privateResult: the constants of every branch → the
+// union's description (its row description, as PostgreSQL unifies the
+// branches' types) and each branch's spec and checks → one claim and ONE
+// charge, the sum of the branches' costs, before any branch runs → run
+// each branch bounded → release each → concatenate, post-process the
+// union's ORDER BY/LIMIT → store → send, the NOTICE stating the sum.
+func (ss *session) unionResult(ctx context.Context, st *rewrite.Statement, p *params, paramOIDs []uint32) (*result, error) {
+	clk := ss.startClock()
+	defer ss.stopClock(clk)
+	defer clk.release(ctx)
+	plan := st.Plan
+	n := len(plan.Branches)
+
+	// Analyse: the parameters, every branch's constants, the key.
+	if err := checkParamCount(plan, p); err != nil {
+		return nil, err
+	}
+	settings, err := ss.renderSettings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cvs := make([]*constValues, n)
+	ckey := ""
+	for i, b := range plan.Branches {
+		if cvs[i], err = ss.evalConstants(ctx, b, p, paramOIDs); err != nil {
+			return nil, err
+		}
+		ckey += cvs[i].key() + "|"
+	}
+	key := budget.CacheKey{Analyst: ss.user.Name, Query: st.Key, Epsilon: ss.epsilon, Delta: ss.delta, Mechanism: ss.srv.cacheMechanism(ss.mechanism), Params: p.key() + ckey, Settings: settings}
+	if a, ok := ss.srv.answers.Get(key); ok {
+		clk.after(a.notBefore)
+		ss.cacheHit(ctx)
+		return ss.answerResult(a, true, budget.Spend{}), nil
+	}
+
+	// Spec: the union's description and post-processing check, then
+	// each branch's, before anything is charged.
+	desc, err := ss.describe(ctx, plan, paramOIDs)
+	if err != nil {
+		return nil, err
+	}
+	if err := ss.checkPost(ctx, plan); err != nil {
+		return nil, err
+	}
+	descs := make([]*description, n)
+	specs := make([]*dp.Spec, n)
+	names := make([][]string, n)
+	free := true
+	for i, b := range plan.Branches {
+		if descs[i], specs[i], err = ss.specPrivate(ctx, b, p, desc.paramOIDs, cvs[i]); err != nil {
+			return nil, err
+		}
+		for _, f := range descs[i].fields {
+			names[i] = append(names[i], string(f.Name))
+		}
+		free = free && specs[i].ReadsNoRow()
+	}
+	u, err := ss.unionSpec(plan, specs) // release.go
+	if err != nil {
+		return nil, err
+	}
+
+	// Claim and charge the sum once, before any branch runs; none when no
+	// branch reads a row (keys with public values only).
+	var claim *budget.Claim
+	var spend budget.Spend
+	if !free {
+		var cached *answer
+		if claim, cached, err = ss.claimAnswer(ctx, key); err != nil {
+			return nil, err
+		}
+		defer claim.Release()
+		defer clk.release(ctx) // before the claim goes
+		if cached != nil {
+			ss.cacheHit(ctx)
+			return ss.answerResult(cached, true, budget.Spend{}), nil
+		}
+		if err := clk.check(); err != nil {
+			return nil, err
+		}
+		charge, err := ss.unionCharge(st, u) // answer.go
+		if err != nil {
+			return nil, err
+		}
+		if spend, err = ss.chargeLedger(ctx, claim, charge); err != nil {
+			return nil, err
+		}
+	}
+
+	// Run each branch bounded, release each, concatenate, post-process.
+	a, err := ss.runUnion(ctx, clk, plan, specs, p, desc, descs, cvs)
+	if err != nil {
+		return nil, err
+	}
+	a.bounds = u.Bounds(names)
+
+	// Stored before anyone sees it (a free answer draws no noise).
+	if claim != nil {
+		a.notBefore = clk.slotEnd(time.Now())
+		if err := ss.storeAnswer(ctx, claim, key, a); err != nil {
+			return nil, err
+		}
+	}
+	return ss.answerResult(a, false, spend), nil
+}
+
+// runUnion runs each branch bounded (a branch that reads no row is not
+// run), releases each, concatenates their rows under the union's row
+// description and applies the union's ORDER BY/LIMIT to the released rows.
+func (ss *session) runUnion(ctx context.Context, clk *privateClock, plan *rewrite.Plan, specs []*dp.Spec, p *params, desc *description, descs []*description, cvs []*constValues) (*answer, error) {
+	out := &answer{fields: desc.fields}
+	for i, b := range plan.Branches {
+		var rows [][][]byte
+		if !specs[i].ReadsNoRow() {
+			err := clk.run(ctx, func(ctx context.Context) error {
+				var err error
+				rows, err = ss.runBounded(ctx, b, p, descs[i].paramOIDs, cvs[i])
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		a, err := release(b, specs[i], descs[i].fields, rows)
+		if err != nil {
+			return nil, err
+		}
+		if b.Post != nil {
+			if a, err = ss.postProcess(ctx, b, a); err != nil {
+				return nil, err
+			}
+		}
+		for _, r := range a.rows {
+			if len(r) != len(out.fields) {
+				return nil, fail(pgerr.InternalError, "branch %d released rows of %d columns, the union has %d", i+1, len(r), len(out.fields))
+			}
+		}
+		out.rows = append(out.rows, a.rows...)
+		out.charged.Epsilon += a.charged.Epsilon
+		out.charged.Delta += a.charged.Delta
+	}
+	if plan.Post != nil {
+		return ss.postProcess(ctx, plan, out)
+	}
+	return out, nil
+}
+
+// publicKeysResult answers a plan whose release reads no row
+// (dp.Spec.ReadsNoRow): the public key combinations, post-processed.
+func (ss *session) publicKeysResult(ctx context.Context, plan *rewrite.Plan, spec *dp.Spec, desc *description) (*result, error) {
+	a, err := release(plan, spec, desc.fields, nil)
+	if err != nil {
+		return nil, err
+	}
+	if plan.Post != nil {
+		if a, err = ss.postProcess(ctx, plan, a); err != nil {
+			return nil, err
+		}
+	}
+	return ss.answerResult(a, false, budget.Spend{}), nil
 }
 
 // specPrivate is everything known about a fresh private query before the

@@ -26,6 +26,13 @@ func (ss *session) releaseSpec(plan *rewrite.Plan) (*dp.Spec, error) {
 	return spec, nil
 }
 
+// unionSpec is the release of a UNION ALL of DP queries from its
+// branches' specs: refused before the charge when their total ε exceeds
+// privacy.max_epsilon_per_query.
+func (ss *session) unionSpec(plan *rewrite.Plan, specs []*dp.Spec) (*dp.Union, error) {
+	return dp.NewUnion(plan, specs, ss.srv.cfg.Privacy.MaxEpsilonPerQuery)
+}
+
 // release noises the exact bounded aggregates (rows) into the answer.
 func release(plan *rewrite.Plan, spec *dp.Spec, fields []pgproto3.FieldDescription, rows [][][]byte) (*answer, error) {
 	cols := make([]dp.Column, len(fields))

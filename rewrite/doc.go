@@ -22,7 +22,9 @@
 //     is refused. A SELECT's relations are resolved (walk.go) and decide
 //     its path: one that reads no private table is a pass-through query
 //     (passthrough.go, allowlists.go, mask.go); one that reads a private
-//     table is planned (planner.go), in the phases below.
+//     table is planned (planner.go), in the phases below; a UNION ALL of
+//     such SELECTs is planned branch by branch (union.go), and SELECT
+//     DISTINCT is planned as GROUP BY its outputs (planner.go).
 //   - inline (inline.go): CTEs and derived tables that read the private
 //     table are inlined into one SELECT.
 //   - scope (scope.go): the FROM clause (the private table, joined only

@@ -221,6 +221,14 @@ type Plan struct {
 	OrderBy []OrderKey
 	Limit   int64
 	Offset  int64
+	// Branches, when set, make this plan a UNION ALL of private queries
+	// (union.go): each branch is a plan of its own, released on its own;
+	// the proxy charges the sum of their costs in one charge before any
+	// branch runs and concatenates their rows in order. Besides it, only
+	// Table (the first branch's), DescribeSQL (the whole statement, whose
+	// description is the result's), NumParams, Outputs (one per column,
+	// GroupKey -1) and Limit (-1) are set; SQL is empty.
+	Branches []*Plan
 }
 
 // OrderKey sorts the released rows by output column Output (0-based).

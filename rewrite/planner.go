@@ -62,6 +62,15 @@ type plannedAgg struct {
 // CTEs, which are inlined) and rewrites it. It runs the phases in order
 // (doc.go); each refuses what it cannot plan.
 func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error) {
+	if sel != nil && sel.Op != pg_query.SetOperation_SETOP_NONE {
+		return a.planUnion(sel, refs) // union.go
+	}
+	return a.planSelect(sel, refs, 0)
+}
+
+// planSelect plans one SELECT; its client parameters are $1..$n with n at
+// least minParams (a UNION ALL branch binds all of the statement's).
+func (a *Analyzer) planSelect(sel *pg_query.SelectStmt, refs []*relRef, minParams int) (*Plan, error) {
 	var priv *relRef
 	for _, r := range refs {
 		if r.class == relPrivate {
@@ -86,7 +95,11 @@ func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error)
 	if err != nil {
 		return nil, err
 	}
+	p.tot.nparams = max(p.tot.nparams, minParams)
 	if err := p.boundedWork(sel); err != nil { // work.go, joins.go
+		return nil, err
+	}
+	if err := p.distinct(sel, name); err != nil {
 		return nil, err
 	}
 	if err := p.shape(sel, name); err != nil {
@@ -135,7 +148,7 @@ func (a *Analyzer) plan(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, error)
 	for _, a := range p.aggs {
 		plan.Aggregates = append(plan.Aggregates, a.agg)
 	}
-	plan.NumParams = numParams(orig)
+	plan.NumParams = max(numParams(orig), minParams)
 	p.groupBounds(plan) // keys.go
 	p.tot.apply()       // the checked WHERE and join conditions, constants hoisted
 	if err := p.tot.finish(plan); err != nil {
@@ -166,6 +179,40 @@ func (p *planner) shape(sel *pg_query.SelectStmt, name string) error {
 		return reject(pgerr.FeatureNotSupported, -1, "a query over private table %s must select group keys or aggregates", name)
 	}
 	return p.noSystemColumns(sel)
+}
+
+// distinct plans SELECT DISTINCT (no GROUP BY, no aggregate) as GROUP BY
+// every output, by position, which is what it means in PostgreSQL: the
+// released rows are the key combinations that pass partition selection
+// (or every public value), each once. sel is the planner's own copy
+// (flatten clones it); the original keeps its DISTINCT for describe.
+func (p *planner) distinct(sel *pg_query.SelectStmt, name string) error {
+	if len(sel.DistinctClause) == 0 {
+		return nil
+	}
+	if len(sel.DistinctClause) > 1 || sel.DistinctClause[0] != nil && sel.DistinctClause[0].GetNode() != nil {
+		return reject(pgerr.FeatureNotSupported, -1, "SELECT DISTINCT ON over private table %s is not supported: it keeps one row per key, whose other columns are one person's values", name).
+			WithHint("Use SELECT DISTINCT key (without ON) for the set of keys, or GROUP BY key with aggregates.")
+	}
+	if len(sel.GroupClause) > 0 || sel.HavingClause != nil || hasAggregate(sel.TargetList) {
+		return reject(pgerr.FeatureNotSupported, -1, "SELECT DISTINCT with GROUP BY or aggregates over private table %s is not supported", name).
+			WithHint("Drop DISTINCT: each group is released once.")
+	}
+	for i, t := range sel.TargetList {
+		v := t.GetResTarget().GetVal()
+		if cr := v.GetColumnRef(); cr != nil {
+			if _, star := cr.Fields[len(cr.Fields)-1].GetNode().(*pg_query.Node_AStar); star {
+				return reject(pgerr.FeatureNotSupported, cr.Location, "SELECT DISTINCT * over private table %s is not supported; name the columns whose values to list", name)
+			}
+		}
+		if p.mentionsUnit(v) {
+			return reject(pgerr.InsufficientPrivilege, -1, "SELECT DISTINCT %s is refused: listing values of the privacy unit %s would release who is in private table %s", describe(v), p.table.PrivacyUnit, name)
+		}
+		pos := &pg_query.A_Const{Val: &pg_query.A_Const_Ival{Ival: &pg_query.Integer{Ival: int32(i + 1)}}, Location: -1}
+		sel.GroupClause = append(sel.GroupClause, &pg_query.Node{Node: &pg_query.Node_AConst{AConst: pos}})
+	}
+	sel.DistinctClause = nil
+	return nil
 }
 
 // perRow is the refusal of a query without aggregates or GROUP BY, which

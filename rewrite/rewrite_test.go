@@ -87,6 +87,21 @@ func render(stmts []*Statement, err error) string {
 }
 
 func renderPlan(b *strings.Builder, p *Plan) {
+	if len(p.Branches) > 0 {
+		fmt.Fprintf(b, "-- union all of %d branches: params=%d limit=%d offset=%d\n", len(p.Branches), p.NumParams, p.Limit, p.Offset)
+		fmt.Fprintf(b, "-- describe: %s\n", p.DescribeSQL)
+		for i, o := range p.Outputs {
+			fmt.Fprintf(b, "-- output %d: %s\n", i, o.Name)
+		}
+		if p.Post != nil {
+			fmt.Fprintf(b, "-- post: SELECT %s ORDER BY %q\n", p.Post.Targets, p.Post.OrderBy)
+		}
+		for i, br := range p.Branches {
+			fmt.Fprintf(b, "-- branch %d:\n", i+1)
+			renderPlan(b, br)
+		}
+		return
+	}
 	fmt.Fprintf(b, "%s\n", p.SQL)
 	fmt.Fprintf(b, "-- plan: table=%s params=%d max_groups=%d max_rows=%d partition_selection=%v units_col=%d limit=%d offset=%d\n",
 		p.Table.QualifiedName(), p.NumParams, p.MaxGroups, p.MaxRows, p.PartitionSelection, p.UnitsCol, p.Limit, p.Offset)
@@ -210,6 +225,12 @@ func TestGoldenLayout(t *testing.T) {
 // private table exactly once, in the innermost per-unit pre-aggregation
 // (GROUP BY the privacy unit first).
 func checkPrivateSQL(t testing.TB, src string, p *Plan) {
+	for _, b := range p.Branches {
+		checkPrivateSQL(t, src, b)
+	}
+	if len(p.Branches) > 0 {
+		return
+	}
 	t.Helper()
 	tree, err := pg_query.Parse(p.SQL)
 	if err != nil {

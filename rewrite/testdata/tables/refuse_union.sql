@@ -1,2 +1,2 @@
--- intent: UNION over the private table is refused: each branch would need its own budget
+-- intent: a UNION ALL with a branch over a public table only is refused: run that branch as its own query
 SELECT count(*) FROM orders UNION ALL SELECT count(*) FROM products

@@ -1,0 +1,2 @@
+-- intent: INTERSECT over private tables is refused
+SELECT DISTINCT channel FROM orders INTERSECT SELECT DISTINCT region FROM orders
