@@ -94,6 +94,13 @@ type Config struct {
 	Metrics        Metrics           `yaml:"metrics"`
 	Log            Log               `yaml:"log"`
 	Limits         Limits            `yaml:"limits"`
+
+	// Databases are the database names a client may give at startup
+	// (the "database" of its StartupMessage, libpq's dbname); any other
+	// is refused as PostgreSQL refuses an unknown database. Empty: the
+	// database of Upstream only. A client that names none is taken to
+	// name its user name, as PostgreSQL does.
+	Databases []string `yaml:"databases"`
 }
 
 // SharedLedger reports whether the query connections and the ledger use

@@ -912,7 +912,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		return u.String()
 	}
 	y := strings.Replace(attackConfig, "mallory", "mallory_secrets", 1)
-	y = strings.Replace(y, "upstream: UPSTREAM", "upstream: "+withPW(env.roles.QueryURL, upstreamPW)+"\nledger_upstream: "+withPW(env.roles.LedgerURL, ledgerPW), 1)
+	y = strings.Replace(y, "upstream: UPSTREAM", "upstream: "+withPW(env.roles.QueryURL, upstreamPW)+"\nledger_upstream: "+withPW(env.roles.LedgerURL, ledgerPW)+clientDatabases, 1)
 	cfg, err := conf.Parse("secrets.yaml", []byte(y), func(string) string { return analystPW })
 	if err != nil {
 		t.Fatal(err)

@@ -74,6 +74,9 @@ type Server struct {
 	sessions  map[*session]struct{}
 	cancels   map[cancelKey]*session
 	upstreams map[*pgconn.PgConn]*session
+
+	// databases are the names a client may connect to (conf.Databases).
+	databases []string
 }
 
 // maxUpstreamMessage caps one message from the upstream (a row, in
@@ -139,6 +142,14 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 	if err != nil {
 		// The DSN may hold a password: say which key, not the value.
 		return nil, errors.New("proxy: upstream: not a valid postgres:// URL or DSN")
+	}
+	s.databases = cfg.Databases
+	if len(s.databases) == 0 {
+		db := pcfg.ConnConfig.Database
+		if db == "" {
+			db = pcfg.ConnConfig.User // as libpq and PostgreSQL default it
+		}
+		s.databases = []string{db}
 	}
 	rp := pcfg.ConnConfig.RuntimeParams
 	// Every query connection reads SQL text exactly as pg_query did

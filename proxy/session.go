@@ -88,6 +88,11 @@ type session struct {
 	// until its charge, for its clock (privateQuery, clock.go).
 	beforeCharge beforeCharge
 
+	// failed is true when an error was sent to the client since the
+	// last ReadyForQuery: the transaction block, if any, is to be
+	// aborted (txabort.go).
+	failed bool
+
 	// counted is true once the session counts against its analyst's
 	// limits.max_connections_per_analyst.
 	counted bool

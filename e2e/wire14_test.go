@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Issue 14, the wire protocol and the session as clients expect them from
+// PostgreSQL: errors sent before any Sync (asyncpg), a transaction block
+// aborted by an error, the database name at startup.
+
+// rawSend writes protocol messages on pc as they are, no Sync added.
+func rawSend(t *testing.T, pc *pgconn.PgConn, msgs ...pgproto3.FrontendMessage) {
+	t.Helper()
+	for _, m := range msgs {
+		pc.Frontend().Send(m)
+	}
+	if err := pc.Frontend().Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawExpect reads messages of the types named by want, in order, each
+// within two seconds: a message held back until a Sync fails the test
+// instead of hanging it.
+func rawExpect(t *testing.T, pc *pgconn.PgConn, want ...string) []pgproto3.BackendMessage {
+	t.Helper()
+	var got []pgproto3.BackendMessage
+	for _, w := range want {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		msg, err := pc.ReceiveMessage(cctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("waiting for %s (after %d messages): %v", w, len(got), err)
+		}
+		if n := fmt.Sprintf("%T", msg)[len("*pgproto3."):]; n != w {
+			t.Fatalf("got %s (%+v), want %s", n, msg, w)
+		}
+		got = append(got, msg)
+	}
+	return got
+}
+
+// TestWireErrorBeforeSync: asyncpg prepares with Parse, Describe, Flush
+// and waits for the answer without a Sync. PostgreSQL sends the error of
+// a refused or mistyped statement at once, and the answers of a good one
+// on Flush; then Sync gets ReadyForQuery.
+func TestWireErrorBeforeSync(t *testing.T) {
+	pc := connect(t, "alice", pwAlice).PgConn()
+	for _, sql := range []string{
+		"SELECT amount FROM orders",           // refused: a row-level read
+		"SELEC 1",                             // a syntax error
+		"SELECT no_such_column FROM products", // an error of the upstream
+	} {
+		t.Run(sql, func(t *testing.T) {
+			rawSend(t, pc, &pgproto3.Parse{Name: "s", Query: sql}, &pgproto3.Describe{ObjectType: 'S', Name: "s"}, &pgproto3.Flush{})
+			e := rawExpect(t, pc, "ErrorResponse")[0].(*pgproto3.ErrorResponse)
+			if e.Severity != "ERROR" {
+				t.Errorf("severity %s", e.Severity)
+			}
+			// The rest of the batch is skipped until Sync.
+			rawSend(t, pc, &pgproto3.Describe{ObjectType: 'S', Name: "s"}, &pgproto3.Flush{}, &pgproto3.Sync{})
+			if r := rawExpect(t, pc, "ReadyForQuery")[0].(*pgproto3.ReadyForQuery); r.TxStatus != 'I' {
+				t.Errorf("ReadyForQuery %c, want I", r.TxStatus)
+			}
+		})
+	}
+	t.Run("good statement", func(t *testing.T) {
+		rawSend(t, pc, &pgproto3.Parse{Name: "g", Query: "SELECT $1::int4 + 1 AS x"}, &pgproto3.Describe{ObjectType: 'S', Name: "g"}, &pgproto3.Flush{})
+		got := rawExpect(t, pc, "ParseComplete", "ParameterDescription", "RowDescription")
+		if rd := got[2].(*pgproto3.RowDescription); len(rd.Fields) != 1 || string(rd.Fields[0].Name) != "x" {
+			t.Errorf("RowDescription %+v", rd)
+		}
+		rawSend(t, pc, &pgproto3.Bind{PreparedStatement: "g", Parameters: [][]byte{[]byte("41")}}, &pgproto3.Execute{}, &pgproto3.Flush{})
+		got = rawExpect(t, pc, "BindComplete", "DataRow", "CommandComplete")
+		if v := string(got[1].(*pgproto3.DataRow).Values[0]); v != "42" {
+			t.Errorf("got %s, want 42", v)
+		}
+		// An error at Bind, in the same batch, is sent at once too.
+		rawSend(t, pc, &pgproto3.Bind{PreparedStatement: "nosuch"}, &pgproto3.Flush{})
+		rawExpect(t, pc, "ErrorResponse")
+		rawSend(t, pc, &pgproto3.Close{ObjectType: 'S', Name: "g"}, &pgproto3.Sync{})
+		rawExpect(t, pc, "ReadyForQuery")
+	})
+	// The connection is still good.
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := pc.Exec(cctx, "SELECT 1").Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWireAbortedBlock: an error inside a transaction block, a refusal
+// of the proxy's included, leaves it aborted until ROLLBACK, as
+// PostgreSQL does: 25P02 for later statements (a DP query too, before
+// any charge), ReadyForQuery 'E', COMMIT ends it with ROLLBACK, ROLLBACK
+// TO SAVEPOINT recovers.
+func TestWireAbortedBlock(t *testing.T) {
+	const refused = "SELECT amount FROM orders"
+	const dpQuery = "SELECT count(*) FROM orders"
+	t.Run("simple", func(t *testing.T) {
+		conn := connect(t, "alice", pwAlice)
+		pc := conn.PgConn()
+		mustExec(t, conn, "BEGIN")
+		wantCode(t, conn, refused, "42501", "")
+		if s := pc.TxStatus(); s != 'E' {
+			t.Fatalf("after a refusal in a block: status %c, want E", s)
+		}
+		wantCode(t, conn, "SELECT 1", "25P02", "current transaction is aborted")
+		wantCode(t, conn, dpQuery, "25P02", "current transaction is aborted")
+		wantCode(t, conn, "SHOW dp.epsilon", "25P02", "current transaction is aborted")
+		if tag := mustExec(t, conn, "COMMIT"); tag != "ROLLBACK" {
+			t.Errorf("COMMIT of an aborted block: tag %q, want ROLLBACK", tag)
+		}
+		if s := pc.TxStatus(); s != 'I' {
+			t.Errorf("after COMMIT: status %c", s)
+		}
+		mustExec(t, conn, "SELECT 1")
+	})
+	t.Run("savepoint", func(t *testing.T) {
+		conn := connect(t, "alice", pwAlice)
+		mustExec(t, conn, "BEGIN")
+		mustExec(t, conn, "SAVEPOINT s")
+		wantCode(t, conn, refused, "42501", "")
+		wantCode(t, conn, "SELECT 1", "25P02", "")
+		mustExec(t, conn, "ROLLBACK TO SAVEPOINT s")
+		if s := conn.PgConn().TxStatus(); s != 'T' {
+			t.Errorf("after ROLLBACK TO: status %c, want T", s)
+		}
+		mustExec(t, conn, "SELECT 1")
+		if tag := mustExec(t, conn, "COMMIT"); tag != "COMMIT" {
+			t.Errorf("COMMIT after ROLLBACK TO: tag %q", tag)
+		}
+	})
+	t.Run("outside a block", func(t *testing.T) {
+		conn := connect(t, "alice", pwAlice)
+		wantCode(t, conn, refused, "42501", "")
+		if s := conn.PgConn().TxStatus(); s != 'I' {
+			t.Errorf("status %c, want I", s)
+		}
+		mustExec(t, conn, "SELECT 1")
+	})
+	t.Run("extended", func(t *testing.T) {
+		pc := connect(t, "alice", pwAlice).PgConn()
+		if err := pc.Exec(ctx, "BEGIN").Close(); err != nil {
+			t.Fatal(err)
+		}
+		// A refusal at Parse, answered at once; the Sync then reports
+		// the block aborted.
+		rawSend(t, pc, &pgproto3.Parse{Query: refused}, &pgproto3.Describe{ObjectType: 'S'}, &pgproto3.Flush{})
+		rawExpect(t, pc, "ErrorResponse")
+		rawSend(t, pc, &pgproto3.Sync{})
+		if r := rawExpect(t, pc, "ReadyForQuery")[0].(*pgproto3.ReadyForQuery); r.TxStatus != 'E' {
+			t.Errorf("ReadyForQuery %c, want E", r.TxStatus)
+		}
+		for _, sql := range []string{"SELECT 1", dpQuery} {
+			if _, err := pc.ExecParams(ctx, sql, nil, nil, nil, nil).Close(); pgCode(err) != "25P02" {
+				t.Errorf("%s in an aborted block: %v, want 25P02", sql, err)
+			}
+		}
+		res, err := pc.Exec(ctx, "COMMIT").ReadAll()
+		if err != nil || string(res[0].CommandTag.String()) != "ROLLBACK" {
+			t.Errorf("COMMIT: %v %v, want tag ROLLBACK", res, err)
+		}
+		// An error at Execute of a pass-through: PostgreSQL's own.
+		if err := pc.Exec(ctx, "BEGIN").Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pc.ExecParams(ctx, "SELECT 1/$1::int4", [][]byte{[]byte("0")}, nil, nil, nil).Close(); pgCode(err) != "22012" {
+			t.Errorf("division by zero: %v", err)
+		}
+		if s := pc.TxStatus(); s != 'E' {
+			t.Errorf("status %c, want E", s)
+		}
+		if err := pc.Exec(ctx, "ROLLBACK").Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func mustExec(t *testing.T, conn *pgx.Conn, sql string) string {
+	t.Helper()
+	tag, err := conn.Exec(ctx, sql)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return tag.String()
+}
+
+// TestWireDatabaseName: a startup naming a database other than the
+// configured ones is refused FATAL 3D000 as PostgreSQL refuses an unknown
+// database; none named means the user's name, as in PostgreSQL.
+func TestWireDatabaseName(t *testing.T) {
+	t.Setenv("PGDATABASE", "")
+	host, port, _ := net.SplitHostPort(env.proxyAddr)
+	for _, c := range []struct{ db, want string }{
+		{"shop", ""},
+		{"other", `database "other" does not exist`},
+		{"", `database "alice" does not exist`},
+	} {
+		cc, err := pgx.ParseConfig(fmt.Sprintf("postgres://alice:%s@%s:%s/%s?sslmode=disable", pwAlice, host, port, c.db))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := pgx.ConnectConfig(ctx, cc)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("database %q: %v", c.db, err)
+			} else {
+				conn.Close(ctx)
+			}
+			continue
+		}
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "3D000" || pe.Severity != "FATAL" || pe.Message != c.want {
+			t.Errorf("database %q: got %v, want FATAL 3D000 %s", c.db, err, c.want)
+		}
+		if conn != nil {
+			conn.Close(ctx)
+		}
+	}
+}
