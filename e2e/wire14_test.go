@@ -228,3 +228,62 @@ func TestWireDatabaseName(t *testing.T) {
 		}
 	}
 }
+
+// TestWireCurrentUser: current_user and its kin name the analyst, not the
+// proxy's upstream role, per session although the analysis of a text is
+// shared by all analysts; after RESET ALL and DISCARD ALL too; privilege
+// functions still answer for the role the statements run as.
+func TestWireCurrentUser(t *testing.T) {
+	const q = "SELECT current_user, session_user, user, current_role, pg_catalog.current_user() AS f"
+	for _, a := range []struct{ user, pw string }{{"alice", pwAlice}, {"bob", pwBob}} {
+		conn := connect(t, a.user, a.pw)
+		check := func(when string) {
+			t.Helper()
+			rows, err := conn.Query(ctx, q)
+			if err != nil {
+				t.Fatalf("%s: %v", when, err)
+			}
+			names := []string{}
+			for _, fd := range rows.FieldDescriptions() {
+				names = append(names, fd.Name)
+			}
+			if fmt.Sprint(names) != "[current_user session_user user current_role f]" {
+				t.Errorf("%s: columns %v", when, names)
+			}
+			for rows.Next() {
+				vals, _ := rows.Values()
+				for i, v := range vals {
+					if v != a.user {
+						t.Errorf("%s as %s: column %s = %v", when, a.user, names[i], v)
+					}
+				}
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatalf("%s: %v", when, err)
+			}
+		}
+		check("simple protocol")
+		var ext string
+		if err := conn.QueryRow(ctx, "SELECT current_user", pgx.QueryExecModeExec).Scan(&ext); err != nil || ext != a.user {
+			t.Errorf("extended protocol: %q, %v", ext, err)
+		}
+		mustExec(t, conn, "RESET ALL")
+		check("after RESET ALL")
+		mustExec(t, conn, "BEGIN")
+		mustExec(t, conn, "RESET ALL")
+		check("after RESET ALL in a block")
+		mustExec(t, conn, "ROLLBACK")
+		check("after ROLLBACK")
+		mustExec(t, conn, "DISCARD ALL")
+		check("after DISCARD ALL")
+		var priv bool
+		if err := conn.QueryRow(ctx, "SELECT has_table_privilege(current_user, 'public.products', 'select')").Scan(&priv); err != nil || !priv {
+			t.Errorf("has_table_privilege(current_user, ...): %v, %v", priv, err)
+		}
+		wantCode(t, conn, "SELECT current_setting('role')", "42501", "current_setting")
+		var own string
+		if err := conn.QueryRow(ctx, "SELECT current_setting('dpproxy.analyst')").Scan(&own); err != nil || own != a.user {
+			t.Errorf("current_setting('dpproxy.analyst') = %q, %v", own, err)
+		}
+	}
+}

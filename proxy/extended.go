@@ -209,6 +209,7 @@ func (ss *session) executePortal(ctx context.Context, m *pgproto3.Execute) error
 	max := int(m.MaxRows)
 	if pt.ps.st.ChangesSettings {
 		ss.render = ""
+		ss.analystStale = true // RESET ALL, DISCARD (analyst.go)
 	}
 	if pt.ps.st.Kind == rewrite.KindPassThrough && (pt.suspended || pt.lost || !pt.done && (max > 0 || ss.upBatch)) {
 		// A row limit, or another portal suspended upstream: stream
@@ -253,6 +254,7 @@ func (ss *session) executePortal(ctx context.Context, m *pgproto3.Execute) error
 
 // executeUpstream runs a pass-through portal upstream and streams its rows.
 func (ss *session) executeUpstream(ctx context.Context, pt *portal) error {
+	ss.ensureAnalyst(ctx, pt.ps.st.SQL)
 	defer upstreamTimer(ctx)()
 	rr := ss.upstream.Conn().PgConn().ExecPrepared(ctx, pt.ps.upstream, pt.params.values, pt.params.formats, pt.resultFormats)
 	if err := ss.relayRows(rr); err != nil {
