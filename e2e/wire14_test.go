@@ -5,6 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -286,4 +291,142 @@ func TestWireCurrentUser(t *testing.T) {
 			t.Errorf("current_setting('dpproxy.analyst') = %q, %v", own, err)
 		}
 	}
+}
+
+const copyConfig = `
+upstream: UPSTREAM
+auth:
+  method: trust
+  users:
+    - {name: wire_copy, budget: {epsilon: 100, delta: 1.0e-3}}
+privacy:
+  epsilon: 1.0
+  delta: 1.0e-7
+tables:
+  public.orders:
+    privacy_unit: customer_id
+    max_groups_per_unit: 4
+    max_rows_per_unit: 8
+    columns:
+      amount: {lower: 0, upper: 500}
+      region: {public_values: [north, south, east, west]}
+  public.products: {public: true}
+`
+
+// TestWireCopy: psql's \copy (SELECT …) TO 'file' sends COPY (…) TO
+// STDOUT. Of a DP query, the file holds the released rows (charged like
+// the SELECT); of a pass-through query, exactly the bytes PostgreSQL's
+// own COPY writes (compared with psql run directly against the database),
+// text and CSV, NULLs and values that need quoting or escapes. COPY FROM
+// is refused.
+func TestWireCopy(t *testing.T) {
+	psql, err := exec.LookPath("psql")
+	if err != nil {
+		t.Skip("psql is not installed (Debian: postgresql-client)")
+	}
+	cfg := configFor(t, copyConfig, nil)
+	_, addr, _ := startProxyWith(t, cfg)
+	host, port, _ := net.SplitHostPort(addr)
+	dir := t.TempDir()
+	viaProxy := func(cmd string) (string, error) {
+		c := exec.CommandContext(ctx, psql, "-X", "-v", "ON_ERROR_STOP=1", "-c", cmd)
+		c.Env = append(os.Environ(), "PGHOST="+host, "PGPORT="+port, "PGUSER=wire_copy", "PGDATABASE=shop", "PGSSLMODE=disable", "PGPASSWORD=")
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	direct := func(cmd string) {
+		c := exec.CommandContext(ctx, psql, "-X", "-v", "ON_ERROR_STOP=1", "-d", env.upstream, "-c", cmd)
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("psql direct: %v\n%s", err, out)
+		}
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+
+	t.Run("DP query CSV HEADER", func(t *testing.T) {
+		f := filepath.Join(dir, "dp.csv")
+		out, err := viaProxy(`\copy (SELECT region, count(*) AS n FROM orders GROUP BY region ORDER BY region) TO '` + f + `' WITH CSV HEADER`)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if !strings.Contains(out, "COPY 4") {
+			t.Errorf("psql said %q, want COPY 4", out)
+		}
+		lines := strings.Split(strings.TrimSuffix(read("dp.csv"), "\n"), "\n")
+		if len(lines) != 5 || lines[0] != "region,n" {
+			t.Fatalf("file:\n%s", strings.Join(lines, "\n"))
+		}
+		for i, want := range []string{"east", "north", "south", "west"} {
+			region, n, ok := strings.Cut(lines[i+1], ",")
+			if _, err := strconv.ParseFloat(n, 64); region != want || !ok || err != nil {
+				t.Errorf("line %d: %q, want %s,<count>", i+2, lines[i+1], want)
+			}
+		}
+	})
+
+	const q = `SELECT name, price, NULL::text AS nothing, '' AS empty, 'a,"b"' AS quoted, E'tab\there back\\slash' AS escaped, E'two\nlines' AS multi, '\N' AS backslash_n FROM products ORDER BY product_id LIMIT 5`
+	for _, opts := range []string{"WITH CSV HEADER", "", "WITH (FORMAT csv, DELIMITER ';', NULL 'NULL', QUOTE '''', HEADER)", "WITH (FORMAT text, DELIMITER ',', NULL '')", "WITH (FORMAT text, HEADER true)"} {
+		t.Run("pass-through "+opts, func(t *testing.T) {
+			p, d := filepath.Join(dir, "proxy.out"), filepath.Join(dir, "direct.out")
+			if out, err := viaProxy(`\copy (` + q + `) TO '` + p + `' ` + opts); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			direct(`\copy (` + q + `) TO '` + d + `' ` + opts)
+			if got, want := read("proxy.out"), read("direct.out"); got != want {
+				t.Errorf("through the proxy:\n%s\nPostgreSQL:\n%s", got, want)
+			}
+		})
+	}
+	t.Run("one column \\.", func(t *testing.T) {
+		p, d := filepath.Join(dir, "p1.out"), filepath.Join(dir, "d1.out")
+		const one = `SELECT '\.' AS x UNION ALL SELECT 'y'`
+		if out, err := viaProxy(`\copy (` + one + `) TO '` + p + `' CSV`); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		direct(`\copy (` + one + `) TO '` + d + `' CSV`)
+		if got, want := read("p1.out"), read("d1.out"); got != want {
+			t.Errorf("through the proxy %q, PostgreSQL %q", got, want)
+		}
+	})
+
+	t.Run("refused", func(t *testing.T) {
+		src := filepath.Join(dir, "in.csv")
+		os.WriteFile(src, []byte("1,x\n"), 0o600)
+		for cmd, want := range map[string]string{
+			`\copy products FROM '` + src + `' CSV`:                       "COPY FROM is refused",
+			`COPY (SELECT 1) TO '/tmp/wire14_server_file'`:                "COPY to a server file or program is refused",
+			`\copy (SELECT amount FROM orders) TO '` + src + `.out' CSV`:  "would return one row per table row",
+			`\copy (SELECT name FROM products) TO '` + src + `.b' BINARY`: "COPY format binary is not supported",
+		} {
+			out, err := viaProxy(cmd)
+			if err == nil || !strings.Contains(out, want) {
+				t.Errorf("%s: %v\n%s\nwant a refusal mentioning %q", cmd, err, out, want)
+			}
+		}
+	})
+
+	t.Run("pgx CopyTo", func(t *testing.T) {
+		conn, err := dialAt(addr, "wire_copy", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		var buf strings.Builder
+		tag, err := conn.PgConn().CopyTo(ctx, &buf, "COPY (SELECT count(*) FROM orders) TO STDOUT")
+		if err != nil || tag.String() != "COPY 1" {
+			t.Fatalf("CopyTo: %v %v", tag, err)
+		}
+		if _, err := strconv.ParseFloat(strings.TrimSpace(buf.String()), 64); err != nil {
+			t.Errorf("CopyTo wrote %q", buf.String())
+		}
+		// The extended protocol refuses it with a message saying why.
+		if _, err := conn.PgConn().Prepare(ctx, "", "COPY (SELECT 1) TO STDOUT", nil); pgCode(err) != "0A000" {
+			t.Errorf("COPY through Parse: %v", err)
+		}
+	})
 }

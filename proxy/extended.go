@@ -81,6 +81,9 @@ func (ss *session) parse(ctx context.Context, m *pgproto3.Parse) error {
 	if len(stmts) > 1 {
 		return refuse(pgerr.SyntaxError, "cannot insert multiple commands into a prepared statement")
 	}
+	if stmts[0].Copy != nil {
+		return refuse(pgerr.FeatureNotSupported, "COPY (query) TO STDOUT is answered in a simple query only (as psql's \\copy sends it); prepare the query itself")
+	}
 	oids := append([]uint32(nil), m.ParameterOIDs...)
 	ps := &prepared{st: stmts[0], paramOIDs: oids}
 	switch ps.st.Kind {

@@ -58,6 +58,9 @@ func (ss *session) sendError(err error) {
 
 // run executes one statement of a simple Query message.
 func (ss *session) run(ctx context.Context, st *rewrite.Statement) error {
+	if st.Copy != nil {
+		return ss.copyOut(ctx, st) // copyout.go
+	}
 	if st.Kind == rewrite.KindPassThrough {
 		return ss.passThrough(ctx, st)
 	}

@@ -1,2 +1,2 @@
--- intent: COPY is refused as a write, not a query
+-- intent: COPY of a table is refused with a hint to write the query (COPY (SELECT ...) TO STDOUT)
 COPY orders TO STDOUT
