@@ -382,6 +382,16 @@ func TestWireCopy(t *testing.T) {
 			}
 		})
 	}
+	t.Run("public table", func(t *testing.T) {
+		p, d := filepath.Join(dir, "pt.out"), filepath.Join(dir, "dt.out")
+		if out, err := viaProxy(`\copy products TO '` + p + `' CSV HEADER`); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		direct(`\copy products TO '` + d + `' CSV HEADER`)
+		if got, want := read("pt.out"), read("dt.out"); got != want || got == "" {
+			t.Errorf("through the proxy:\n%s\nPostgreSQL:\n%s", got, want)
+		}
+	})
 	t.Run("one column \\.", func(t *testing.T) {
 		p, d := filepath.Join(dir, "p1.out"), filepath.Join(dir, "d1.out")
 		const one = `SELECT '\.' AS x UNION ALL SELECT 'y'`
@@ -401,6 +411,7 @@ func TestWireCopy(t *testing.T) {
 			`\copy products FROM '` + src + `' CSV`:                       "COPY FROM is refused",
 			`COPY (SELECT 1) TO '/tmp/wire14_server_file'`:                "COPY to a server file or program is refused",
 			`\copy (SELECT amount FROM orders) TO '` + src + `.out' CSV`:  "would return one row per table row",
+			`\copy orders TO '` + src + `.t' CSV`:                         "individual rows of private table",
 			`\copy (SELECT name FROM products) TO '` + src + `.b' BINARY`: "COPY format binary is not supported",
 		} {
 			out, err := viaProxy(cmd)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
@@ -15,8 +16,8 @@ import (
 // as its deparse; either way the proxy writes the COPY stream itself from
 // the released or relayed rows (proxy/copyout.go), so nothing of COPY
 // reaches the upstream. Every other COPY is refused: FROM and to a file
-// or program (they write or reach the server's files), of a table (write
-// the SELECT), binary format.
+// or program (they write or reach the server's files), binary format. COPY
+// of a table is COPY (SELECT * FROM table).
 
 // CopyOut is the format of a COPY (query) TO STDOUT, as PostgreSQL would
 // write it.
@@ -37,23 +38,47 @@ func (a *Analyzer) copyStmt(c *pg_query.CopyStmt, text string) (*Statement, erro
 		return nil, reject(pgerr.InsufficientPrivilege, -1, "COPY to a server file or program is refused").
 			WithHint("Use COPY (SELECT ...) TO STDOUT, or psql's \\copy (SELECT ...) TO 'file', which writes on the client.")
 	}
-	if c.Query == nil {
-		return nil, reject(pgerr.FeatureNotSupported, -1, "COPY of a table is not supported").
-			WithHint("Write the query: COPY (SELECT ...) TO STDOUT, or psql's \\copy (SELECT ...) TO 'file'.")
+	query := c.Query
+	if query == nil {
+		// COPY table [(columns)] TO: its rows, as the SELECT would read
+		// them, and refused as that SELECT is (a private table's rows).
+		// A new node: the client's tree is never modified.
+		query = copyTableQuery(c)
 	}
-	if c.Query.GetSelectStmt() == nil {
-		return nil, reject(pgerr.InsufficientPrivilege, -1, "writes and DDL are refused: COPY of %s is not allowed", stmtName(c.Query))
+	if query.GetSelectStmt() == nil {
+		return nil, reject(pgerr.InsufficientPrivilege, -1, "writes and DDL are refused: COPY of %s is not allowed", stmtName(query))
 	}
 	out, err := copyOptions(c.Options)
 	if err != nil {
 		return nil, err
 	}
-	st, err := a.selectStmt(c.Query, text)
+	st, err := a.selectStmt(query, text)
 	if err != nil {
 		return nil, err
 	}
 	st.Copy = out
 	return st, nil
+}
+
+// copyTableQuery is SELECT columns FROM table, for COPY table (columns).
+func copyTableQuery(c *pg_query.CopyStmt) *pg_query.Node {
+	var targets []*pg_query.Node
+	col := func(f *pg_query.Node) *pg_query.Node {
+		return &pg_query.Node{Node: &pg_query.Node_ResTarget{ResTarget: &pg_query.ResTarget{Location: -1,
+			Val: &pg_query.Node{Node: &pg_query.Node_ColumnRef{ColumnRef: &pg_query.ColumnRef{Fields: []*pg_query.Node{proto.Clone(f).(*pg_query.Node)}, Location: -1}}}}}}
+	}
+	for _, a := range c.Attlist {
+		targets = append(targets, col(a))
+	}
+	if len(targets) == 0 {
+		targets = []*pg_query.Node{col(&pg_query.Node{Node: &pg_query.Node_AStar{AStar: &pg_query.A_Star{}}})}
+	}
+	return &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: &pg_query.SelectStmt{
+		TargetList:  targets,
+		FromClause:  []*pg_query.Node{{Node: &pg_query.Node_RangeVar{RangeVar: proto.Clone(c.Relation).(*pg_query.RangeVar)}}},
+		LimitOption: pg_query.LimitOption_LIMIT_OPTION_DEFAULT,
+		Op:          pg_query.SetOperation_SETOP_NONE,
+	}}}
 }
 
 // copyOptions reads COPY's options, old and new syntax alike.

@@ -1,2 +1,2 @@
--- intent: COPY of a table is refused with a hint to write the query (COPY (SELECT ...) TO STDOUT)
+-- intent: COPY of a table is the SELECT of its rows: of a private table, refused as that row-level read is
 COPY orders TO STDOUT
