@@ -441,3 +441,64 @@ func TestWireCopy(t *testing.T) {
 		}
 	})
 }
+
+// asyncpgScript: asyncpg prepares every statement with Parse, Describe,
+// Flush and waits; a refusal, a syntax error and an error inside a
+// transaction block must come back at once (each call under a timeout),
+// and the connection stay usable.
+const asyncpgScript = `
+import asyncio, json, os, sys
+import asyncpg
+
+async def main():
+    c = await asyncpg.connect(host=os.environ["H"], port=int(os.environ["P"]), user="wire_asyncpg", database="shop", ssl=False)
+    out = {}
+    for name, sql in [("refused", "SELECT amount FROM orders"), ("syntax", "SELEC 1")]:
+        try:
+            await asyncio.wait_for(c.fetch(sql), 5)
+            out[name] = "answered"
+        except asyncio.TimeoutError:
+            out[name] = "hang"
+        except asyncpg.PostgresError as e:
+            out[name] = e.sqlstate
+    out["user"] = await asyncio.wait_for(c.fetchval("SELECT current_user"), 5)
+    out["count"] = await asyncio.wait_for(c.fetchval("SELECT count(*) FROM orders"), 5) is not None
+    try:
+        async with c.transaction():
+            try:
+                await asyncio.wait_for(c.fetch("SELECT amount FROM orders"), 5)
+            except asyncpg.PostgresError:
+                pass
+            await asyncio.wait_for(c.fetch("SELECT 1"), 5)
+        out["tx"] = "no error"
+    except asyncpg.PostgresError as e:
+        out["tx"] = e.sqlstate
+    out["after"] = await asyncio.wait_for(c.fetchval("SELECT 41 + 1"), 5)
+    await c.close()
+    print(json.dumps(out))
+
+asyncio.run(main())
+`
+
+// TestWireAsyncpg runs the real asyncpg (Debian's python3-asyncpg), when
+// installed, through the wire behaviours above.
+func TestWireAsyncpg(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import asyncpg").Run(); err != nil {
+		t.Skip("python3-asyncpg is not installed (Debian: apt-get install python3-asyncpg)")
+	}
+	cfg := configFor(t, strings.Replace(copyConfig, "wire_copy", "wire_asyncpg", 1), nil)
+	_, addr, _ := startProxyWith(t, cfg)
+	host, port, _ := net.SplitHostPort(addr)
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, "/usr/bin/python3", "-c", asyncpgScript)
+	cmd.Env = append(os.Environ(), "H="+host, "P="+port)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("asyncpg: %v\n%s", err, out)
+	}
+	want := `{"refused": "42501", "syntax": "42601", "user": "wire_asyncpg", "count": true, "tx": "25P02", "after": 42}`
+	if strings.TrimSpace(string(out)) != want {
+		t.Errorf("asyncpg saw\n%s\nwant\n%s", out, want)
+	}
+}
