@@ -95,11 +95,11 @@ type Config struct {
 	Log            Log               `yaml:"log"`
 	Limits         Limits            `yaml:"limits"`
 
-	// Databases are the database names a client may give at startup
-	// (the "database" of its StartupMessage, libpq's dbname); any other
-	// is refused as PostgreSQL refuses an unknown database. Empty: the
-	// database of Upstream only. A client that names none is taken to
-	// name its user name, as PostgreSQL does.
+	// Databases are further names a client may give at startup for the
+	// database of Upstream (the "database" of its StartupMessage, libpq's
+	// dbname), which is always accepted; any other is refused as
+	// PostgreSQL refuses an unknown database. A client that names none is
+	// taken to name its user name, as PostgreSQL does.
 	Databases []string `yaml:"databases"`
 }
 

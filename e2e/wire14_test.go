@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,13 +202,19 @@ func mustExec(t *testing.T, conn *pgx.Conn, sql string) string {
 }
 
 // TestWireDatabaseName: a startup naming a database other than the
-// configured ones is refused FATAL 3D000 as PostgreSQL refuses an unknown
-// database; none named means the user's name, as in PostgreSQL.
+// upstream's and those of conf databases is refused FATAL 3D000, as
+// PostgreSQL refuses an unknown database; none named means the user's
+// name, as in PostgreSQL.
 func TestWireDatabaseName(t *testing.T) {
 	t.Setenv("PGDATABASE", "")
 	host, port, _ := net.SplitHostPort(env.proxyAddr)
+	u, err := url.Parse(env.upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct{ db, want string }{
-		{"shop", ""},
+		{"shop", ""},                          // conf databases
+		{strings.TrimPrefix(u.Path, "/"), ""}, // the upstream's own name
 		{"other", `database "other" does not exist`},
 		{"", `database "alice" does not exist`},
 	} {

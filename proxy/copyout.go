@@ -21,7 +21,10 @@ import (
 
 // copyOut answers a COPY (query) TO STDOUT of a simple query.
 func (ss *session) copyOut(ctx context.Context, st *rewrite.Statement) error {
-	if st.Kind != rewrite.KindPassThrough {
+	if st.Kind != rewrite.KindPassThrough && st.Kind != rewrite.KindPrivate {
+		return refuse(pgerr.FeatureNotSupported, "COPY applies to a query only")
+	}
+	if st.Kind == rewrite.KindPrivate {
 		r, err := ss.execute(ctx, st, nil, nil)
 		if err != nil {
 			return err
