@@ -94,6 +94,13 @@ type Config struct {
 	Metrics        Metrics           `yaml:"metrics"`
 	Log            Log               `yaml:"log"`
 	Limits         Limits            `yaml:"limits"`
+
+	// Databases are further names a client may give at startup for the
+	// database of Upstream (the "database" of its StartupMessage, libpq's
+	// dbname), which is always accepted; any other is refused as
+	// PostgreSQL refuses an unknown database. A client that names none is
+	// taken to name its user name, as PostgreSQL does.
+	Databases []string `yaml:"databases"`
 }
 
 // SharedLedger reports whether the query connections and the ledger use

@@ -497,13 +497,26 @@ func TestAttackStatementTimeout(t *testing.T) {
 			if err := conn.QueryRow(ctx, "SHOW statement_timeout").Scan(&st); err != nil || st != "150ms" {
 				t.Errorf("client's statement_timeout = %q (%v), want 150ms (unchanged)", st, err)
 			}
-			// Inside a transaction block: the failure does not abort it.
+			// Inside a transaction block: the failure aborts it, as any
+			// error does in PostgreSQL (issue 14), and ROLLBACK TO the
+			// client's savepoint recovers it with the client's
+			// statement_timeout, not the proxy's.
 			tx, err := conn.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = tx.QueryRow(ctx, "SELECT count(*) FROM dp_slow_orders WHERE amount > 1").Scan(&n)
+			sp, err := tx.Begin(ctx) // SAVEPOINT
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = sp.QueryRow(ctx, "SELECT count(*) FROM dp_slow_orders WHERE amount > 1").Scan(&n)
 			checkCode(t, "slow private query in a transaction", err, "XX000")
+			if err := sp.QueryRow(ctx, "SHOW statement_timeout").Scan(&st); pgCode(err) != "25P02" {
+				t.Errorf("in the aborted transaction: %q, %v, want 25P02", st, err)
+			}
+			if err := sp.Rollback(ctx); err != nil { // ROLLBACK TO SAVEPOINT
+				t.Fatal(err)
+			}
 			if err := tx.QueryRow(ctx, "SHOW statement_timeout").Scan(&st); err != nil || st != "150ms" {
 				t.Errorf("in the transaction: statement_timeout = %q (%v), want 150ms", st, err)
 			}
@@ -875,7 +888,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		return u.String()
 	}
 	y := testconf.Get(testconf.Attack).SetString("mallory_secrets", "auth", "users", "0", "name").String()
-	y = strings.Replace(y, "upstream: UPSTREAM", "upstream: "+withPW(env.roles.QueryURL, upstreamPW)+"\nledger_upstream: "+withPW(env.roles.LedgerURL, ledgerPW), 1)
+	y = strings.Replace(y, "upstream: UPSTREAM", "upstream: "+withPW(env.roles.QueryURL, upstreamPW)+"\nledger_upstream: "+withPW(env.roles.LedgerURL, ledgerPW)+clientDatabases, 1)
 	cfg, err := conf.Parse("secrets.yaml", []byte(y), func(string) string { return analystPW })
 	if err != nil {
 		t.Fatal(err)

@@ -179,12 +179,16 @@ func dropDatabase(admin, db string, r *demo.Roles) {
 	}
 }
 
+// clientDatabases: clients connect to the test database (a fresh name
+// each run) as "shop", the demo's name.
+const clientDatabases = "\ndatabases: [shop]"
+
 // upstreams fills in a test configuration's "upstream: UPSTREAM" line
 // with the query role's URL, and adds ledger_upstream with the ledger
 // role's: every proxy in the tests runs with two roles, as in production.
 func upstreams(yaml string) string {
 	return strings.Replace(yaml, "upstream: UPSTREAM",
-		"upstream: "+env.roles.QueryURL+"\nledger_upstream: "+env.roles.LedgerURL, 1)
+		"upstream: "+env.roles.QueryURL+"\nledger_upstream: "+env.roles.LedgerURL+clientDatabases, 1)
 }
 
 func redact(u string) string {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/rewrite"
 )
 
 // The last stage of a session's startup, after authentication (auth.go):
@@ -27,6 +28,8 @@ func (ss *session) begin(params map[string]string) error {
 		ss.flush()
 		return errHandled
 	}
+	// current_user and session_user name the analyst (analyst.go).
+	names, values = append(names, rewrite.AnalystSetting), append(values, ss.user.Name)
 	if !ss.srv.lim.enterAnalyst(ss.user.Name) {
 		ss.log.Warn("connection refused: limits.max_connections_per_analyst reached", "user", ss.user.Name, "max", ss.srv.lim.cfg.MaxConnectionsPerAnalyst)
 		ss.send(fatalResponse(pgerr.TooManyConnections, fmt.Sprintf("too many connections for analyst %q: at most %d at once (limits.max_connections_per_analyst)", ss.user.Name, ss.srv.lim.cfg.MaxConnectionsPerAnalyst)))

@@ -81,6 +81,9 @@ func (ss *session) parse(ctx context.Context, m *pgproto3.Parse) error {
 	if len(stmts) > 1 {
 		return refuse(pgerr.SyntaxError, "cannot insert multiple commands into a prepared statement")
 	}
+	if stmts[0].Copy != nil {
+		return refuse(pgerr.FeatureNotSupported, "COPY (query) TO STDOUT is answered in a simple query only (as psql's \\copy sends it); prepare the query itself")
+	}
 	oids := append([]uint32(nil), m.ParameterOIDs...)
 	ps := &prepared{st: stmts[0], paramOIDs: oids}
 	switch ps.st.Kind {
@@ -209,6 +212,7 @@ func (ss *session) executePortal(ctx context.Context, m *pgproto3.Execute) error
 	max := int(m.MaxRows)
 	if pt.ps.st.ChangesSettings {
 		ss.render = ""
+		ss.analystStale = true // RESET ALL, DISCARD (analyst.go)
 	}
 	if pt.ps.st.Kind == rewrite.KindPassThrough && (pt.suspended || pt.lost || !pt.done && (max > 0 || ss.upBatch)) {
 		// A row limit, or another portal suspended upstream: stream
@@ -253,6 +257,7 @@ func (ss *session) executePortal(ctx context.Context, m *pgproto3.Execute) error
 
 // executeUpstream runs a pass-through portal upstream and streams its rows.
 func (ss *session) executeUpstream(ctx context.Context, pt *portal) error {
+	ss.ensureAnalyst(ctx, pt.ps.st.SQL)
 	defer upstreamTimer(ctx)()
 	rr := ss.upstream.Conn().PgConn().ExecPrepared(ctx, pt.ps.upstream, pt.params.values, pt.params.formats, pt.resultFormats)
 	if err := ss.relayRows(rr); err != nil {

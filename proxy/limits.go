@@ -92,11 +92,13 @@ func (ss *session) overLimit(ctx context.Context, msg pgproto3.FrontendMessage) 
 	}
 	ss.log.Warn("query refused: limits.max_query_length", "length", n, "max", max)
 	ss.send(errorResponse(refuse(pgerr.ProgramLimitExceeded, "query of %d bytes exceeds the maximum of %d (limits.max_query_length)", n, max)))
+	ss.failed = true // transaction block aborted (txabort.go)
 	if extended {
-		if !ss.skipToSync(ctx) {
+		if ss.flush() != nil || !ss.skipToSync(ctx) {
 			return true, false
 		}
 	} else {
+		ss.abortBlock(ctx)
 		ss.send(&pgproto3.ReadyForQuery{TxStatus: ss.txStatus()})
 	}
 	return true, ss.flush() == nil

@@ -60,9 +60,11 @@ func (ss *session) loop() {
 		case *pgproto3.Flush:
 		case *pgproto3.Parse, *pgproto3.Bind, *pgproto3.Describe, *pgproto3.Execute, *pgproto3.Close:
 			if err := ss.extendedMessage(ctx, m); err != nil {
-				// As PostgreSQL does: the error, then discard until Sync.
+				// As PostgreSQL does: the error, sent at once (a client
+				// may wait for it without a Sync: asyncpg prepares with
+				// Parse, Describe, Flush), then discard until Sync.
 				ss.sendError(err)
-				if !ss.skipToSync(ctx) {
+				if ss.flush() != nil || !ss.skipToSync(ctx) {
 					return
 				}
 			} else {
@@ -89,6 +91,7 @@ func (ss *session) sync(ctx context.Context) {
 	if err := ss.endBatch(ctx); err != nil {
 		ss.sendError(err)
 	}
+	ss.abortBlock(ctx) // after an error in the batch (txabort.go)
 	status := ss.txStatus()
 	if status == 'I' {
 		clear(ss.portals)

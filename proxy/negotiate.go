@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -99,10 +100,32 @@ func (ss *session) startup() error {
 	if err := ss.authenticate(m.Parameters["user"]); err != nil {
 		return err
 	}
+	if err := ss.checkDatabase(m.Parameters); err != nil {
+		return err
+	}
 	if err := ss.begin(m.Parameters); err != nil {
 		return err
 	}
 	ss.client.SetDeadline(time.Time{})
 	ss.readDeadline, ss.writeDeadline = time.Time{}, time.Time{}
 	return nil
+}
+
+// checkDatabase refuses a startup whose database is not one of the
+// configured names (conf.Databases, by default the upstream's database),
+// as PostgreSQL refuses an unknown database: after authentication, so
+// that only analysts learn which names exist. A startup without one
+// names the user's name, as in PostgreSQL (libpq sends dbname = user).
+func (ss *session) checkDatabase(params map[string]string) error {
+	db := params["database"]
+	if db == "" {
+		db = params["user"]
+	}
+	if slices.Contains(ss.srv.databases, db) {
+		return nil
+	}
+	ss.log.Info("connection refused: unknown database", "user", ss.user.Name)
+	ss.send(fatalResponse(pgerr.InvalidCatalogName, fmt.Sprintf("database %q does not exist", db)))
+	ss.flush()
+	return errHandled
 }

@@ -24,7 +24,9 @@ func (ss *session) passThrough(ctx context.Context, st *rewrite.Statement) error
 	}
 	if st.ChangesSettings {
 		ss.render = ""
+		ss.analystStale = true // RESET ALL, DISCARD (analyst.go)
 	}
+	ss.ensureAnalyst(ctx, st.SQL)
 	defer upstreamTimer(ctx)()
 	mrr := pc.Exec(ctx, st.SQL)
 	for mrr.NextResult() {

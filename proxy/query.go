@@ -18,7 +18,10 @@ import (
 // simpleQuery answers one Query message: every statement is analysed first,
 // so a string mixing allowed and refused parts runs nothing.
 func (ss *session) simpleQuery(ctx context.Context, sql string) {
-	defer func() { ss.send(&pgproto3.ReadyForQuery{TxStatus: ss.txStatus()}) }()
+	defer func() {
+		ss.abortBlock(ctx) // after an error (txabort.go)
+		ss.send(&pgproto3.ReadyForQuery{TxStatus: ss.txStatus()})
+	}()
 	if err := ss.endBatch(ctx); err != nil { // portal.go
 		ss.sendError(err)
 		return
@@ -27,6 +30,7 @@ func (ss *session) simpleQuery(ctx context.Context, sql string) {
 	if err != nil {
 		ss.observeRefused(refusedText(sql, err), err)
 		ss.send(errorResponse(err))
+		ss.failed = true
 		return
 	}
 	for _, st := range stmts {
@@ -49,10 +53,14 @@ func (ss *session) sendError(err error) {
 		ss.log.Error("internal error", "err", err)
 	}
 	ss.send(errorResponse(err))
+	ss.failed = true // the transaction block is aborted (txabort.go)
 }
 
 // run executes one statement of a simple Query message.
 func (ss *session) run(ctx context.Context, st *rewrite.Statement) error {
+	if st.Copy != nil {
+		return ss.copyOut(ctx, st) // copyout.go
+	}
 	if st.Kind == rewrite.KindPassThrough {
 		return ss.passThrough(ctx, st)
 	}
@@ -74,6 +82,9 @@ func (ss *session) run(ctx context.Context, st *rewrite.Statement) error {
 // execute answers a statement the proxy handles itself. p and paramOIDs
 // carry bound parameters (extended protocol); nil for a simple query.
 func (ss *session) execute(ctx context.Context, st *rewrite.Statement, p *params, paramOIDs []uint32) (*result, error) {
+	if err := ss.inFailedBlock(st); err != nil { // txabort.go
+		return nil, err
+	}
 	switch st.Kind {
 	case rewrite.KindEmpty:
 		return &result{empty: true}, nil

@@ -74,6 +74,10 @@ type Server struct {
 	sessions  map[*session]struct{}
 	cancels   map[cancelKey]*session
 	upstreams map[*pgconn.PgConn]*session
+
+	// databases are the names a client may connect to: the upstream's
+	// database and conf.Databases.
+	databases []string
 }
 
 // maxUpstreamMessage caps one message from the upstream (a row, in
@@ -140,6 +144,11 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 		// The DSN may hold a password: say which key, not the value.
 		return nil, errors.New("proxy: upstream: not a valid postgres:// URL or DSN")
 	}
+	db := pcfg.ConnConfig.Database
+	if db == "" {
+		db = pcfg.ConnConfig.User // as libpq and PostgreSQL default it
+	}
+	s.databases = append([]string{db}, cfg.Databases...)
 	rp := pcfg.ConnConfig.RuntimeParams
 	// Every query connection reads SQL text exactly as pg_query did
 	// (UTF-8, standard_conforming_strings on, ...), is read-only by

@@ -88,6 +88,14 @@ type session struct {
 	// until its charge, for its clock (privateQuery, clock.go).
 	beforeCharge beforeCharge
 
+	// failed is true when an error was sent to the client since the
+	// last ReadyForQuery: the transaction block, if any, is to be
+	// aborted (txabort.go).
+	failed bool
+	// analystStale is set when a statement may have reset the upstream
+	// setting that holds the analyst's name (analyst.go).
+	analystStale bool
+
 	// counted is true once the session counts against its analyst's
 	// limits.max_connections_per_analyst.
 	counted bool

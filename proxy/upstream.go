@@ -47,8 +47,9 @@ const privateWorkMem = "SELECT set_config('work_mem', greatest(pg_size_bytes(cur
 // upstream statement_timeout exactly limits.statement_timeout for this
 // query only, whatever shorter value the client SET: in a transaction of its own
 // (BEGIN READ ONLY; SET LOCAL) outside a transaction block, in a savepoint
-// inside one (ROLLBACK TO undoes the SET LOCAL, and a failure of the
-// private query leaves the client's transaction usable). The caller must
+// inside one (ROLLBACK TO undoes the SET LOCAL; a failure of the private
+// query then aborts the client's block as PostgreSQL would, txabort.go,
+// and the client's own ROLLBACK TO recovers it). The caller must
 // call the returned end once the query's result has been read, even if it
 // failed; end's error is an upstream failure.
 func (ss *session) enterPrivate(ctx context.Context) (end func() error, err error) {

@@ -331,6 +331,8 @@ func (a *Analyzer) classifyStmt(raw *pg_query.RawStmt, text string) (*Statement,
 			DropsPrepared: n.DiscardStmt.Target == pg_query.DiscardMode_DISCARD_ALL}, nil
 	case *pg_query.Node_DeallocateStmt:
 		return &Statement{Kind: KindDeallocate, SQL: text, Tag: "DEALLOCATE", Deallocate: n.DeallocateStmt.Name}, nil
+	case *pg_query.Node_CopyStmt:
+		return a.copyStmt(n.CopyStmt, text) // copy.go
 	}
 	return nil, reject(pgerr.InsufficientPrivilege, raw.StmtLocation, "writes and DDL are refused: %s is not a query", stmtName(raw.Stmt))
 }

@@ -36,7 +36,7 @@ func funcAllowed(fc *pg_query.FuncCall) error {
 		return nil
 	}
 	if name == "current_setting" && len(fc.Args) > 0 {
-		if c := fc.Args[0].GetAConst(); c != nil && readableSettings[strings.ToLower(c.GetSval().GetSval())] {
+		if c := fc.Args[0].GetAConst(); c != nil && (readableSettings[strings.ToLower(c.GetSval().GetSval())] || isAnalystSetting(c)) {
 			return nil
 		}
 	}
@@ -255,6 +255,7 @@ func (a *Analyzer) passThrough(n *pg_query.Node) (string, error) {
 	if err := a.maskCatalogs(c); err != nil {
 		return "", err
 	}
+	substituteSessionUser(c) // sessionuser.go
 	sql, err := deparseStmt(c)
 	if err != nil {
 		return "", err

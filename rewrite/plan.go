@@ -61,6 +61,11 @@ type Statement struct {
 	// transaction or savepoint): the proxy re-reads the settings that
 	// key its answer cache after running one.
 	ChangesSettings bool
+	// Copy is set on COPY (query) TO STDOUT (copy.go): the statement is
+	// its query (KindPrivate or KindPassThrough, SQL the query's
+	// deparse), whose rows the proxy writes as a COPY stream in this
+	// format (proxy/copyout.go). Nil for every other statement.
+	Copy *CopyOut
 }
 
 // Setting is a dp.* session setting.

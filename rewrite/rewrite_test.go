@@ -70,6 +70,9 @@ func render(stmts []*Statement, err error) string {
 			fmt.Fprintf(&b, " (tag %s)", st.Tag)
 		}
 		b.WriteString("\n")
+		if c := st.Copy; c != nil {
+			fmt.Fprintf(&b, "copy: csv=%v header=%v delimiter=%q null=%q quote=%q escape=%q\n", c.CSV, c.Header, c.Delimiter, c.Null, c.Quote, c.Escape)
+		}
 		if st.Setting != nil {
 			fmt.Fprintf(&b, "setting: name=%q value=%q reset=%v\n", st.Setting.Name, st.Setting.Value, st.Setting.Reset)
 		}

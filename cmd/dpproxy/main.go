@@ -269,6 +269,7 @@ func runDemo(args []string) error {
 		return err
 	}
 	cfg.Listen = *listen
+	cfg.Databases = append(cfg.Databases, "shop") // the name the tour connects to, whatever DPPROXY_UPSTREAM's
 	return run(ctx, cfg, log, func(addr string) {
 		host, port, _ := net.SplitHostPort(addr)
 		fmt.Printf("\ndpproxy demo is running. Connect with:\n\n  psql \"host=%s port=%s user=alice dbname=shop sslmode=disable\"\n\n", host, port)

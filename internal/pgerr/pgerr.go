@@ -38,6 +38,7 @@ const (
 	InvalidAuthSpecification   Code = "28000" // invalid_authorization_specification
 	InvalidPassword            Code = "28P01" // invalid_password
 	InvalidCursorName          Code = "34000" // invalid_cursor_name
+	InvalidCatalogName         Code = "3D000" // invalid_catalog_name
 	InsufficientPrivilege      Code = "42501" // insufficient_privilege
 	SyntaxError                Code = "42601" // syntax_error
 	AmbiguousColumn            Code = "42702" // ambiguous_column

@@ -1,0 +1,2 @@
+-- intent: COPY FROM writes: refused as a write
+COPY products FROM STDIN
