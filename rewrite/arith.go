@@ -218,7 +218,19 @@ func arithSem(types []string) string {
 // (numeric, ±Infinity for an infinite value, which numeric arithmetic
 // carries without failing) or floor/ceil/round/trunc of such a value.
 func (p *planner) boundedNumeric(n *pg_query.Node, t texpr) bool {
-	if n.GetFuncCall() == nil || t.typ != "numeric" && t.typ != unknownType {
+	fc := n.GetFuncCall()
+	if fc == nil {
+		return false
+	}
+	// floor(...) of integer arithmetic is float8 (as in PostgreSQL): an
+	// integer-valued float within ±1e100, which + - * / by constants of
+	// at most 30 decimals can neither overflow nor underflow.
+	if _, name := funcName(fc); t.typ == "float8" && (name == "floor" || name == "ceil" || name == "ceiling" || name == "round" || name == "trunc") &&
+		fc.Args[0].GetAExpr() != nil {
+		_, _, _, ok := p.bounds1(n)
+		return ok
+	}
+	if t.typ != "numeric" && t.typ != unknownType {
 		return false
 	}
 	_, _, _, ok := p.bounds1(n)

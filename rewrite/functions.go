@@ -128,6 +128,15 @@ func (p *planner) valueFunc(fc *pg_query.FuncCall, key bool) (res texpr, err err
 		if scalarTypes[typ] == famInt {
 			typ = "float8" // PostgreSQL resolves floor(integer) as floor(double precision)
 		}
+		if scalarTypes[sem] == famInt && typ == "numeric" {
+			// Integer arithmetic printed in numeric (arith): PostgreSQL
+			// would compute floor(double precision), whose text differs
+			// for large values (1e+15); the value is within ±1e100
+			// (arithInRange), so the cast to float8 cannot fail.
+			node = &pg_query.Node{Node: &pg_query.Node_TypeCast{TypeCast: &pg_query.TypeCast{Arg: node,
+				TypeName: &pg_query.TypeName{Names: []*pg_query.Node{pg_query.MakeStrNode("pg_catalog"), pg_query.MakeStrNode("float8")}, Typemod: -1, Location: -1}, Location: -1}}}
+			typ = "float8"
+		}
 		if scalarTypes[sem] == famInt {
 			sem = "float8"
 		}

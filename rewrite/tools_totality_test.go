@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dpproxy/dpproxy/internal/golden"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 )
 
@@ -167,5 +169,25 @@ func TestToolExpressionsAgainstPostgres(t *testing.T) {
 		if _, err := conn.Exec(ctx, sql); err == nil {
 			t.Errorf("control: %s succeeded on the extreme rows, want it to fail (else the refusal is for nothing)", sql)
 		}
+	}
+}
+
+// TestLikePatternCheck: a LIKE pattern bound per execution is refused
+// (42501, PostgreSQL's message) exactly when it ends in an unescaped
+// escape character; NULL and other patterns pass.
+func TestLikePatternCheck(t *testing.T) {
+	c := TypeCheck{Param: 1, Types: []string{"text"}, What: "a LIKE pattern", Pattern: true}
+	for pat, bad := range map[string]bool{`a\`: true, `\`: true, `a\\\`: true, `a\\`: false, `%a%`: false, `a\%`: false, ``: false} {
+		err := c.CheckPattern([]byte(pat))
+		var re *RejectError
+		if bad != (err != nil) || bad && (!errors.As(err, &re) || re.Code != pgerr.InsufficientPrivilege || !strings.Contains(re.Message, "escape character")) {
+			t.Errorf("CheckPattern(%q) = %v, want refused: %v", pat, err, bad)
+		}
+	}
+	if err := c.CheckPattern(nil); err != nil {
+		t.Errorf("CheckPattern(NULL) = %v", err)
+	}
+	if err := (TypeCheck{Param: 1}).CheckPattern([]byte(`a\`)); err != nil {
+		t.Errorf("a check that is not a pattern's refused %v", err)
 	}
 }
