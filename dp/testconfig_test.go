@@ -20,5 +20,8 @@ func newTestAnalyzer(t testing.TB) *rewrite.Analyzer {
 	for name, r := range rels {
 		relations[name] = &rewrite.Relation{Columns: r.Columns, UniqueKeys: r.UniqueKeys}
 	}
-	return rewrite.New(cfg, rewrite.Options{Relations: relations, ColumnTypes: types})
+	// The database and numeric typmods as rewrite's tests have them
+	// (rewrite/rewrite_test.go, newTestAnalyzer).
+	return rewrite.New(cfg, rewrite.Options{Relations: relations, ColumnTypes: types, Database: "shop",
+		NumericTypmods: map[string][2]int{"public.orders.amount": {10, 2}}})
 }

@@ -48,7 +48,41 @@ func AnalyzerOptions(ctx context.Context, q querier, cfg *conf.Config) (rewrite.
 	if err != nil {
 		return rewrite.Options{}, fmt.Errorf("proxy: reading the tables' columns and unique keys: %w", err)
 	}
-	return rewrite.Options{CatalogColumns: cols, ColumnTypes: types, Relations: rels}, nil
+	// Three-part names naming the current database are accepted
+	// (psqlODBC writes every table so).
+	db, err := currentDatabase(ctx, q)
+	if err != nil {
+		return rewrite.Options{}, fmt.Errorf("proxy: reading the upstream's database name: %w", err)
+	}
+	typmods, err := numericTypmods(ctx, q, cfg)
+	if err != nil {
+		return rewrite.Options{}, fmt.Errorf("proxy: reading the tables' numeric precisions: %w", err)
+	}
+	return rewrite.Options{CatalogColumns: cols, ColumnTypes: types, Relations: rels, Database: db, NumericTypmods: typmods}, nil
+}
+
+// numericTypmods reads the declared precision and scale of the configured
+// tables' numeric(p,s) columns (rewrite.NumericTypmodsSQL).
+func numericTypmods(ctx context.Context, q querier, cfg *conf.Config) (map[string][2]int, error) {
+	var names []string
+	for _, t := range cfg.Tables {
+		names = append(names, t.QualifiedName())
+	}
+	rows, err := q.Query(ctx, rewrite.NumericTypmodsSQL, names)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string][2]int{}
+	for rows.Next() {
+		var col string
+		var prec, scale int32
+		if err := rows.Scan(&col, &prec, &scale); err != nil {
+			return nil, err
+		}
+		out[col] = [2]int{int(prec), int(scale)}
+	}
+	return out, rows.Err()
 }
 
 // catalogColumns reads the columns of the catalog relations the rewrite
@@ -116,4 +150,20 @@ func refusedText(sql string, err error) string {
 // ledger-reach reads need.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// currentDatabase reads the upstream's current database name.
+func currentDatabase(ctx context.Context, q querier) (string, error) {
+	rows, err := q.Query(ctx, "SELECT pg_catalog.current_database()")
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var db string
+	for rows.Next() {
+		if err := rows.Scan(&db); err != nil {
+			return "", err
+		}
+	}
+	return db, rows.Err()
 }

@@ -114,8 +114,33 @@ func (ss *session) evalConstants(ctx context.Context, plan *rewrite.Plan, p *par
 		if err := tc.Check(typeOf[tc.Param]); err != nil {
 			return nil, err
 		}
+		if tc.Pattern && p != nil {
+			// A LIKE pattern bound per execution: checked here, before
+			// the charge, as PostgreSQL would fail on a bad one only when
+			// a row reaches its end.
+			if err := tc.CheckPattern(cv.value(tc.Param, plan.NumParams, p)); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return cv, nil
+}
+
+// value is the bound value of parameter n of plan.SQL: the client's
+// ($1..$numParams) or an evaluated constant; nil for NULL.
+func (c *constValues) value(n, numParams int, p *params) []byte {
+	if n <= numParams {
+		if n-1 < len(p.values) {
+			return p.values[n-1]
+		}
+		return nil
+	}
+	for i, param := range c.params {
+		if param == n {
+			return c.values[i]
+		}
+	}
+	return nil
 }
 
 // boundParams lays out the parameters of plan.SQL: the client's ($1 ..

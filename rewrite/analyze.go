@@ -40,6 +40,18 @@ type Options struct {
 	// Without it (tests of the rewrite's shape) type-dependent checks fall
 	// back to what holds for the demo's types; a proxy always sets it.
 	ColumnTypes map[string]string
+	// Database is the upstream's current database (current_database(),
+	// read at start). A three-part name naming it (clinic.public.visits,
+	// as psqlODBC writes every table) is the two-part name, as in
+	// PostgreSQL; any other database is refused as PostgreSQL refuses it.
+	// Empty: every three-part name is refused.
+	Database string
+	// NumericTypmods holds the declared precision and scale of the
+	// numeric(p,s) columns of the configured tables ("schema.table.column"
+	// -> {p, s}), read at start (NumericTypmodsSQL): such a column's
+	// magnitude is bounded by its type, which makes arithmetic on it in a
+	// condition total when it cannot overflow (condarith.go).
+	NumericTypmods map[string][2]int
 }
 
 // Analyzer classifies and rewrites SQL against one configuration. It holds

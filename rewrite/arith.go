@@ -94,6 +94,13 @@ func exprLocation(n *pg_query.Node) int32 {
 func (p *planner) arithOperand(ref *pg_query.ColumnRef, out *pg_query.Node) *pg_query.Node {
 	if c, err := p.column(ref); err == nil && p.a.opts.IntegerColumns[p.table.QualifiedName()+"."+c.name] {
 		return numericCast(out)
+	} else if err == nil {
+		// A numeric(p,s) column has at most s digits after the point: no
+		// rounding needed, and none that would change the value's text
+		// (round(x, 30) pads to 30 digits), which matters in group keys.
+		if tm, ok := p.a.opts.NumericTypmods[p.table.QualifiedName()+"."+c.name]; ok && tm[1] <= maxArithScale {
+			return numericCast(out)
+		}
 	}
 	return &pg_query.Node{Node: &pg_query.Node_FuncCall{FuncCall: &pg_query.FuncCall{
 		Funcname:   []*pg_query.Node{pg_query.MakeStrNode("pg_catalog"), pg_query.MakeStrNode("round")},
@@ -115,8 +122,12 @@ func (p *planner) arith(e *pg_query.A_Expr, key bool) (texpr, error) {
 	default:
 		return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "operator %s is not allowed on the values of private table %s", op, tname)
 	}
+	if t, ok, err := p.datetimeInterval(e, key); ok {
+		return t, err
+	}
 	c := proto.Clone(e).(*pg_query.A_Expr)
 	var d deps
+	var sems []string
 	for _, side := range []**pg_query.Node{&c.Lexpr, &c.Rexpr} {
 		if *side == nil {
 			continue
@@ -127,26 +138,218 @@ func (p *planner) arith(e *pg_query.A_Expr, key bool) (texpr, error) {
 		}
 		out := t.out
 		d |= t.deps
+		sems = append(sems, semType(t))
 		if t.deps&depColumn != 0 {
 			if ref := (*side).GetColumnRef(); ref != nil {
 				if _, _, ok := p.argBounds(*side); !ok {
 					return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "arithmetic on column %s is refused on private table %s: it needs lower and upper bounds and a number type (overflow would depend on private values)", describe(*side), tname)
 				}
 				out = p.arithOperand(ref, out)
-			} else if (*side).GetAExpr() == nil {
-				return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "arithmetic on %s is refused on private table %s: only bounded columns and constants may be combined", describe(*side), tname)
+			} else if (*side).GetAExpr() == nil && !p.boundedNumeric(*side, t) {
+				return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "arithmetic on %s is refused on private table %s: only bounded columns, extract(...) of a date or time (numeric) and constants may be combined", describe(*side), tname)
 			}
 		}
 		*side = out
 	}
+	sem := arithSem(sems)
 	if d&depColumn != 0 && op == "/" {
 		v, ok := numConst(e.Rexpr)
-		if key || !ok || v == 0 {
-			return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "division is refused in group keys and conditions, and elsewhere allowed only by a non-zero constant, on private table %s", tname)
+		if !ok || v == 0 {
+			return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "division on private table %s is allowed only by a non-zero constant: a division by zero would depend on private values", tname)
+		}
+		switch scalarTypes[sem] {
+		case famInt:
+			// PostgreSQL's integer division truncates toward zero; in
+			// numeric that is div(), exact and total for a non-zero
+			// divisor (the operands are printed as numeric).
+			div := &pg_query.Node{Node: &pg_query.Node_FuncCall{FuncCall: &pg_query.FuncCall{
+				Funcname:   []*pg_query.Node{pg_query.MakeStrNode("pg_catalog"), pg_query.MakeStrNode("div")},
+				Args:       []*pg_query.Node{c.Lexpr, numericCast(c.Rexpr)},
+				Funcformat: pg_query.CoercionForm_COERCE_EXPLICIT_CALL, Location: -1}}}
+			if err := p.arithInRange(n); err != nil {
+				return texpr{}, err
+			}
+			return texpr{out: div, typ: "numeric", sem: sem, deps: d}, nil
+		case famNumeric:
+			// numeric divided by a constant: the same division printed.
+		default:
+			if key {
+				return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "division of a %s value is refused in group keys and conditions on private table %s: it is computed in numeric to be total, which would change the value (cast the column to numeric first)", shownType(sem), tname)
+			}
 		}
 	}
 	if err := p.arithInRange(n); err != nil {
 		return texpr{}, err
 	}
-	return texpr{out: &pg_query.Node{Node: &pg_query.Node_AExpr{AExpr: c}}, typ: "numeric", deps: d}, nil
+	return texpr{out: &pg_query.Node{Node: &pg_query.Node_AExpr{AExpr: c}}, typ: "numeric", sem: sem, deps: d}, nil
+}
+
+// arithSem is the type PostgreSQL computes arithmetic on operands of the
+// given types in: integers in the widest integer type, numeric with any
+// numeric, float8 with any float ("" and unknown types count as nothing
+// known: numeric).
+func arithSem(types []string) string {
+	out := ""
+	for _, t := range types {
+		switch scalarTypes[t] {
+		case famFloat:
+			return "float8"
+		case famInt:
+			if out == "" || scalarTypes[out] == famInt && intWidth[t] > intWidth[out] {
+				out = t
+			}
+		case famNumeric:
+			out = "numeric"
+		default:
+			if t == "" {
+				continue // an untyped literal takes the other side's type
+			}
+			return "numeric"
+		}
+	}
+	if out == "" {
+		return "numeric"
+	}
+	return out
+}
+
+// boundedNumeric reports whether a function operand of arithmetic is a
+// numeric value with a known range: extract(...) of a date or time
+// (numeric, ±Infinity for an infinite value, which numeric arithmetic
+// carries without failing) or floor/ceil/round/trunc of such a value.
+func (p *planner) boundedNumeric(n *pg_query.Node, t texpr) bool {
+	fc := n.GetFuncCall()
+	if fc == nil {
+		return false
+	}
+	// floor(...) of integer arithmetic is float8 (as in PostgreSQL): an
+	// integer-valued float within ±1e100, which + - * / by constants of
+	// at most 30 decimals can neither overflow nor underflow.
+	if _, name := funcName(fc); t.typ == "float8" && (name == "floor" || name == "ceil" || name == "ceiling" || name == "round" || name == "trunc") &&
+		fc.Args[0].GetAExpr() != nil {
+		_, _, _, ok := p.bounds1(n)
+		return ok
+	}
+	if t.typ != "numeric" && t.typ != unknownType {
+		return false
+	}
+	_, _, _, ok := p.bounds1(n)
+	return ok
+}
+
+// Date and time plus or minus a constant interval (Metabase's week:
+// date_trunc('week', CAST(d + interval '1 day' AS date)) + interval '-1
+// day'). Adding an interval fails when the result leaves the timestamp
+// range (4713 BC to 294276 AD), and a date is converted to timestamp
+// first, which fails beyond 294276 AD. So the interval must be a literal
+// (read here), and the rewrite passes the column NULL instead of a value
+// outside [guardLower, guardUpper] (values no real data holds): it
+// becomes a NULL key instead of an error. From there the value is
+// tracked (texpr.guarded, shift): each interval added, date_trunc and
+// cast to date moves it by at most its length in days, and the total may
+// not exceed maxShiftDays, so every later step stays more than the
+// largest time zone offset inside the range, and date_trunc of it needs
+// no guard of its own (2000 BC - 2000 years is after every truncLower
+// bound). ±infinity plus an interval is ±infinity, without failing.
+const (
+	maxShiftDays = 366 * 2000
+	guardLower   = "2000-01-01 BC"
+	guardUpper   = "292000-01-01"
+)
+
+// datetimeInterval checks x ± interval 'literal' (and interval + x) for x
+// a date, timestamp or timestamptz; ok is false when e is not that.
+func (p *planner) datetimeInterval(e *pg_query.A_Expr, key bool) (texpr, bool, error) {
+	op := e.Name[0].GetString_().GetSval()
+	if e.Lexpr == nil || e.Rexpr == nil || op != "+" && op != "-" {
+		return texpr{}, false, nil
+	}
+	// Decided on the syntax first, so that each side is checked once
+	// (checking both ways would be exponential in the nesting).
+	dtSide, ivNode := &e.Lexpr, e.Rexpr
+	switch {
+	case intervalLiteral(e.Rexpr):
+	case intervalLiteral(e.Lexpr) && op == "+":
+		dtSide, ivNode = &e.Rexpr, e.Lexpr
+	default:
+		return texpr{}, false, nil
+	}
+	tname := p.table.QualifiedName()
+	dt, err := p.expr(*dtSide, key)
+	if err != nil {
+		return texpr{}, true, err
+	}
+	iv, err := p.expr(ivNode, key)
+	if err != nil {
+		return texpr{}, true, err
+	}
+	if !isDatetime(scalarTypes[dt.typ]) || dt.deps&depColumn == 0 {
+		return texpr{}, true, reject(pgerr.InsufficientPrivilege, e.Location, "adding an interval to %s (%s) is refused on private table %s: only a date, timestamp or timestamptz column plus or minus an interval literal", describe(*dtSide), shownType(dt.typ), tname)
+	}
+	lit, isLit := strConst(ivNode)
+	days, ok := intervalDays(lit)
+	shift := dt.shift + days
+	if !iv.lit || !isLit || !ok || shift > maxShiftDays {
+		return texpr{}, true, reject(pgerr.InsufficientPrivilege, e.Location, "adding an interval to %s is refused on private table %s unless the interval is a literal such as interval '1 day' and all the intervals and truncations applied add up to at most 2000 years: a result out of range would fail depending on private values", describe(*dtSide), tname)
+	}
+	c := proto.Clone(e).(*pg_query.A_Expr)
+	guarded := dt.out
+	if !dt.guarded {
+		guarded = truncGuard(dt.out, guardLower, guardUpper)
+	}
+	if dtSide == &e.Lexpr {
+		c.Lexpr, c.Rexpr = guarded, iv.out
+	} else {
+		c.Lexpr, c.Rexpr = iv.out, guarded
+	}
+	typ := "timestamp"
+	if dt.typ == "timestamptz" {
+		typ = "timestamptz"
+	}
+	return texpr{out: &pg_query.Node{Node: &pg_query.Node_AExpr{AExpr: c}}, typ: typ, deps: dt.deps | iv.deps, guarded: true, shift: shift}, true, nil
+}
+
+// intervalUnitDays are the days of each unit an interval literal may
+// use, rounded up (a month is at most 31 days, a year 366).
+var intervalUnitDays = map[string]float64{
+	"microsecond": 1e-6 / 86400, "millisecond": 1e-3 / 86400, "second": 1.0 / 86400, "sec": 1.0 / 86400,
+	"minute": 1.0 / 1440, "min": 1.0 / 1440, "hour": 1.0 / 24, "hr": 1.0 / 24, "day": 1, "week": 7,
+	"month": 31, "mon": 31, "year": 366, "yr": 366, "decade": 3660, "century": 36600, "centurie": 36600,
+	"millennium": 366000, "millennia": 366000,
+}
+
+// intervalDays reads an interval literal of the form '[@] N unit [N unit
+// ...]' ('1 day', '-1 day', '30 days', '2 hours 30 minutes') and returns
+// the largest number of days it can span; false for any other form.
+func intervalDays(s string) (float64, bool) {
+	f := strings.Fields(strings.TrimPrefix(strings.ToLower(strings.TrimSpace(s)), "@"))
+	if len(f) == 0 || len(f)%2 != 0 {
+		return 0, false
+	}
+	total := 0.0
+	for i := 0; i < len(f); i += 2 {
+		n, err := strconv.ParseFloat(f[i], 64)
+		if err != nil || math.IsNaN(n) || math.IsInf(n, 0) {
+			return 0, false
+		}
+		u := strings.TrimSuffix(f[i+1], "s")
+		d, ok := intervalUnitDays[u]
+		if !ok {
+			return 0, false
+		}
+		total += math.Abs(n) * d
+	}
+	return total, true
+}
+
+// intervalLiteral reports whether n is a cast to interval (interval
+// 'literal', 'literal'::interval, $1::interval): the operand of a date or
+// time plus an interval, checked by datetimeInterval.
+func intervalLiteral(n *pg_query.Node) bool {
+	tc := n.GetTypeCast()
+	if tc == nil {
+		return false
+	}
+	t, ok := castType(tc.TypeName)
+	return ok && t == "interval"
 }

@@ -90,6 +90,23 @@ func (p *planner) bounds1(n *pg_query.Node) (lo, hi float64, empty, ok bool) {
 		return hull(rs)
 	case *pg_query.Node_CoalesceExpr:
 		return hull(x.CoalesceExpr.Args)
+	case *pg_query.Node_FuncCall:
+		fc := x.FuncCall
+		_, name := funcName(fc)
+		switch name {
+		case "extract":
+			// Finite values only: an infinite date gives ±Infinity,
+			// which numeric arithmetic carries without failing.
+			if field, ok := extractField(n); ok {
+				lo, hi, _, ok := extractRange(field)
+				return lo, hi, false, ok
+			}
+		case "floor", "ceil", "ceiling", "round", "trunc":
+			if len(fc.Args) == 1 {
+				lo, hi, em, ok := p.bounds1(fc.Args[0])
+				return math.Floor(lo), math.Ceil(hi), em, ok
+			}
+		}
 	case *pg_query.Node_AExpr:
 		e := x.AExpr
 		if e.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 {

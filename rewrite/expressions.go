@@ -43,6 +43,24 @@ type texpr struct {
 	// via are such parameters whose type is the value's (a CASE whose
 	// only typed branches are parameters).
 	via []int
+	// sem is the type PostgreSQL would compute the value in when it
+	// differs from typ, the type the rewrite prints it as (arithmetic on
+	// integer columns is printed in numeric): it decides what a division
+	// means.
+	sem string
+	// guarded is set for a date or time computed from a column passed
+	// NULL outside [guardLower, guardUpper] (datetimeInterval); shift is
+	// how many days the computations since may have moved it.
+	guarded bool
+	shift   float64
+}
+
+// semType is the type PostgreSQL would compute t in.
+func semType(t texpr) string {
+	if t.sem != "" {
+		return t.sem
+	}
+	return t.typ
 }
 
 // value checks an expression evaluated on every row of the private table
@@ -90,12 +108,21 @@ func (p *planner) expr(n *pg_query.Node, key bool) (texpr, error) {
 		if !ok || len(x.TypeCast.TypeName.Typmods) > 0 {
 			return texpr{}, reject(pgerr.InsufficientPrivilege, x.TypeCast.Location, "a cast of a column to type %s is refused on private table %s: it can fail depending on private values", typeNameString(x.TypeCast.TypeName), tname)
 		}
+		if out, ok := extractCast(arg, x.TypeCast.Arg, to); ok && len(x.TypeCast.TypeName.Typmods) == 0 {
+			c := proto.Clone(x.TypeCast).(*pg_query.TypeCast)
+			c.Arg = out
+			return texpr{out: &pg_query.Node{Node: &pg_query.Node_TypeCast{TypeCast: c}}, typ: to, deps: arg.deps}, nil
+		}
 		if !castOK(arg.typ, to) {
 			return texpr{}, reject(pgerr.InsufficientPrivilege, x.TypeCast.Location, "a cast of %s (%s) to %s is refused on private table %s: it can fail depending on private values (casts that cannot: to text, widening numbers, timestamps to date)", describe(x.TypeCast.Arg), shownType(arg.typ), to, tname)
 		}
 		c := proto.Clone(x.TypeCast).(*pg_query.TypeCast)
 		c.Arg = arg.out
-		return texpr{out: &pg_query.Node{Node: &pg_query.Node_TypeCast{TypeCast: c}}, typ: to, deps: arg.deps}, nil
+		out := texpr{out: &pg_query.Node{Node: &pg_query.Node_TypeCast{TypeCast: c}}, typ: to, deps: arg.deps}
+		if arg.guarded && isDatetime(scalarTypes[to]) {
+			out.guarded, out.shift = true, arg.shift+1 // to date: at most a day earlier
+		}
+		return out, nil
 	case *pg_query.Node_CaseExpr:
 		return p.caseExpr(x.CaseExpr, key)
 	case *pg_query.Node_CoalesceExpr:

@@ -53,6 +53,24 @@ type TypeCheck struct {
 	Param int      // $n of Plan.SQL
 	Types []string // the type names it may have (TypeName)
 	What  string   // where it is used, for the refusal
+	// Pattern says the value is a LIKE or ILIKE pattern (knex and other
+	// query builders bind it, $1): PostgreSQL reports a pattern ending in
+	// the escape character only when matching a row reaches its end, so
+	// the proxy checks the bound value (CheckPattern) before the charge.
+	Pattern bool
+}
+
+// CheckPattern refuses a LIKE pattern bound as a parameter or evaluated
+// as a constant that PostgreSQL could fail on (one ending in the escape
+// character), with PostgreSQL's message; value is the pattern's text (the
+// text and binary formats of the string types are the same bytes), nil
+// for NULL.
+func (c TypeCheck) CheckPattern(value []byte) error {
+	if !c.Pattern || value == nil || validLikePattern(string(value)) {
+		return nil
+	}
+	return &RejectError{Code: pgerr.InsufficientPrivilege, Refusal: true, Message: "LIKE pattern must not end with escape character",
+		Detail: "$" + strconv.Itoa(c.Param) + " is a LIKE pattern; dpproxy checks it before reading any private row, as PostgreSQL would fail on it only when a row reaches its end"}
 }
 
 // Check refuses a value of type oid (42501), naming where it is used.
@@ -148,6 +166,20 @@ func (t *totality) check(param int, types []string, what string) {
 		}
 	}
 	t.checks = append(t.checks, TypeCheck{Param: param, Types: types, What: what})
+}
+
+// checkPattern records that parameter param is a LIKE pattern: a string,
+// whose value the proxy checks (TypeCheck.Pattern).
+func (t *totality) checkPattern(param int) {
+	for i, c := range t.checks {
+		if c.Param == param && c.Pattern {
+			return
+		} else if c.Param == param && c.What == "a LIKE pattern" {
+			t.checks[i].Pattern = true
+			return
+		}
+	}
+	t.checks = append(t.checks, TypeCheck{Param: param, Types: []string{"bpchar", "name", "text", "varchar"}, What: "a LIKE pattern", Pattern: true})
 }
 
 // hoist records a constant expression and returns the parameter it is

@@ -52,6 +52,14 @@ func (p *planner) groupBy(sel *pg_query.SelectStmt) error {
 			}
 		case *pg_query.Node_GroupingSet:
 			return reject(pgerr.FeatureNotSupported, x.GroupingSet.Location, "GROUPING SETS, ROLLUP and CUBE are not supported on private tables")
+		case *pg_query.Node_ColumnRef:
+			alias, err := p.outputAlias(x.ColumnRef, sel)
+			if err != nil {
+				return err
+			}
+			if alias != nil {
+				node = alias
+			}
 		}
 		if p.keyFor(node) >= 0 {
 			continue
@@ -119,4 +127,63 @@ func (p *planner) keyFor(n *pg_query.Node) int {
 		}
 	}
 	return -1
+}
+
+// outputAlias resolves GROUP BY name as PostgreSQL does
+// (findTargetlistEntrySQL92): a bare name that is a column of the FROM
+// clause is that column, even when an output has the same name; otherwise
+// it is the output of that name (GROUP BY m for SELECT date_trunc(...) AS
+// m), refused when several outputs of different values have it. Returns
+// nil when ref is not an output alias.
+func (p *planner) outputAlias(ref *pg_query.ColumnRef, sel *pg_query.SelectStmt) (*pg_query.Node, error) {
+	if len(ref.Fields) != 1 || ref.Fields[0].GetString_() == nil {
+		return nil, nil
+	}
+	name := ref.Fields[0].GetString_().GetSval()
+	if p.inputColumn(name) {
+		return nil, nil
+	}
+	var found *pg_query.Node
+	for _, t := range sel.TargetList {
+		rt := t.GetResTarget()
+		if rt == nil || rt.Name != name {
+			continue
+		}
+		if found != nil && !sameTree(found, rt.Val) {
+			return nil, reject(pgerr.AmbiguousColumn, ref.Location, "GROUP BY \"%s\" is ambiguous", name)
+		}
+		found = rt.Val
+	}
+	if found != nil {
+		if fc := found.GetFuncCall(); fc != nil && isAggregate(fc) {
+			return nil, reject(pgerr.FeatureNotSupported, ref.Location, "GROUP BY %s refers to an aggregate", name)
+		}
+	}
+	return found, nil
+}
+
+// inputColumn reports whether name is a column of a relation of the FROM
+// clause (the private table or a joined public one), as the upstream has
+// it; without the upstream's columns, whether it is a configured column.
+func (p *planner) inputColumn(name string) bool {
+	if name == p.table.PrivacyUnit || p.table.Columns[name] != nil {
+		return true
+	}
+	if p.a.opts.ColumnTypes != nil {
+		if _, ok := p.a.opts.ColumnTypes[p.table.QualifiedName()+"."+name]; ok {
+			return true
+		}
+	}
+	if rel := p.a.opts.Relations[p.table.QualifiedName()]; rel != nil && rel.Columns[name] != "" {
+		return true
+	}
+	for _, r := range p.rels {
+		if r.class != relPublic {
+			continue
+		}
+		if rel := p.a.opts.Relations[r.schema+"."+r.name]; rel != nil && rel.Columns[name] != "" {
+			return true
+		}
+	}
+	return false
 }

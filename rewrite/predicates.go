@@ -134,11 +134,19 @@ func (p *planner) aExpr(e *pg_query.A_Expr) (texpr, error) {
 	return texpr{}, reject(pgerr.FeatureNotSupported, e.Location, "%s is not supported in WHERE on private table %s", aExprKindName(e.Kind), tname)
 }
 
-// operand checks an operand of a condition: a value expression without
-// arithmetic on columns. Such arithmetic is computed in numeric to be total
-// (arith), which in a condition could change which rows match (a float's
-// rounding, an integer division): refused there, as before.
+// operand checks an operand of a condition: a value expression, or
+// arithmetic whose operands' types make it total, printed as written
+// (condarith.go). Arithmetic nested deeper (inside a function or CASE)
+// would be computed in numeric to be total (arith), which in a condition
+// could change which rows match (a float's rounding, an integer
+// division): refused there.
 func (p *planner) operand(n *pg_query.Node) (texpr, error) {
+	if e := n.GetAExpr(); e != nil && e.Kind == pg_query.A_Expr_Kind_AEXPR_OP && len(e.Name) == 1 &&
+		arithmeticOps[e.Name[0].GetString_().GetSval()] && !isConstant(n) {
+		// An operand that is arithmetic: printed as written, if total
+		// for its operands' types (condarith.go).
+		return p.condArith(e)
+	}
 	var err error
 	replaceNodes(n, func(x *pg_query.Node) bool {
 		if err != nil || x.GetSubLink() != nil {
@@ -258,7 +266,24 @@ func (p *planner) like(e *pg_query.A_Expr) (texpr, error) {
 	}
 	c := pat.GetAConst()
 	if c == nil || c.GetSval() == nil {
-		return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "a LIKE pattern must be a constant string on private table %s: an invalid pattern would fail depending on private values", tname)
+		// A parameter or constant expression ($1, lower($1), '%' || $1 ||
+		// '%'): bound per execution, a string, its value checked by the
+		// proxy before the charge (TypeCheck.Pattern).
+		t, ok, err := p.constant(e.Rexpr)
+		if err != nil {
+			return texpr{}, err
+		}
+		if !ok || t.slot == 0 && len(t.via) == 0 {
+			return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "a LIKE pattern must be a constant string or a parameter on private table %s: an invalid pattern would fail depending on private values", tname)
+		}
+		for _, s := range append([]int{t.slot}, t.via...) {
+			if s > 0 {
+				p.tot.checkPattern(s)
+			}
+		}
+		out := proto.Clone(e).(*pg_query.A_Expr)
+		out.Lexpr, out.Rexpr = left.out, t.out
+		return texpr{out: &pg_query.Node{Node: &pg_query.Node_AExpr{AExpr: out}}, typ: "bool", deps: left.deps | t.deps}, nil
 	}
 	if !validLikePattern(c.GetSval().GetSval()) {
 		return texpr{}, reject(pgerr.InsufficientPrivilege, c.Location, "LIKE pattern must not end with escape character")

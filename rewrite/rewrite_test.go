@@ -31,7 +31,9 @@ func newTestAnalyzer(t testing.TB) *Analyzer {
 	if err != nil {
 		t.Fatalf("conf.Parse: %v", err)
 	}
-	return New(cfg, Options{Relations: testRelations, ColumnTypes: testColumnTypes})
+	// The demo's amount is numeric(10,2); discount is left unconstrained.
+	return New(cfg, Options{Relations: testRelations, ColumnTypes: testColumnTypes, Database: "shop",
+		NumericTypmods: map[string][2]int{"public.orders.amount": {10, 2}}})
 }
 
 var kindNames = map[Kind]string{

@@ -294,6 +294,53 @@ var intWidth = map[string]int{"int2": 2, "int4": 4, "int8": 8}
 // is raised for a finite timestamp, not for infinity), so an invalid unit
 // would fail exactly when some row reaches it.
 
+// What tools write (issue 14), each total for the reason given, checked
+// on PostgreSQL over extreme values in every test time zone by
+// TestToolExpressionsAgainstPostgres (rewrite/tools_totality_test.go):
+//
+//   - date_trunc('week', d) on a date (Superset's weekly grain): week is a
+//     valid unit for every type date_trunc takes (the date becomes
+//     timestamptz first), so the unit check cannot fail; the conversion
+//     and the truncation are guarded at the ends of the range like every
+//     other unit (truncBounds).
+//   - floor, ceil, ceiling, round, trunc of one number (functions.go):
+//     total on every number type (NaN and ±Infinity map to themselves;
+//     the result has no more digits than the argument). Not round(x, n):
+//     a large n makes the scale grow.
+//   - CAST(extract(field FROM x) AS int2/int4/int8) (Metabase's
+//     month-of-year; extractCast): total when every finite value of the
+//     field fits the type; the non-monotonic fields (month, dow, ...) are
+//     NULL for ±infinity, the monotonic ones (year, epoch, julian, ...)
+//     ±Infinity, which no integer holds: their argument is passed as NULL
+//     when infinite. epoch to int4 is refused (a date's epoch reaches
+//     1.9e14).
+//   - extract(...) in arithmetic (Grafana's floor(extract(epoch FROM t) /
+//     N) * N; arith.go): numeric, within extractRange for finite values,
+//     and numeric carries ±Infinity through + - * / floor without failing
+//     (Infinity * 0 is NaN, not an error).
+//   - Division by a non-zero constant in group keys (Metabase's binning
+//     floor((x - a) / w) * w): of an integer expression, PostgreSQL's
+//     integer division is div() of the numeric operands, the same
+//     quotient and total; of numeric, the same numeric division; of a
+//     float, refused (computed in numeric it would change the key).
+//   - date, timestamp or timestamptz ± an interval literal (Metabase's
+//     week with a Sunday start; arith.go, datetimeInterval): the column is
+//     passed as NULL outside [2000 BC, 292000 AD] once, and the intervals,
+//     truncations and casts to date applied to it may add up to 2000
+//     years: every step then stays inside the timestamp range, whatever
+//     the time zone.
+//   - Arithmetic in conditions (WHERE amount * quantity > 100;
+//     condarith.go), printed as written: total when no value of the
+//     operands' types can overflow the result type: integers and
+//     numeric(p,s) columns (precision read at start) and number literals;
+//     int4 * int4 is refused (it overflows int4), numeric(10,2) * int4
+//     is accepted, floats and unconstrained numerics are refused.
+//   - LIKE/ILIKE with a pattern bound as a parameter or computed from
+//     one (knex; predicates.go): the value is checked by the proxy before
+//     the charge (TypeCheck.Pattern); a pattern ending in the escape
+//     character is refused there, as PostgreSQL would fail on it only when
+//     a row reaches its end.
+
 // extractFields are the fields extract(field FROM x) accepts for x of each
 // type. date_part takes the same for timestamp and timestamptz; date_part
 // of a date is a SQL function that converts the date to timestamp first,

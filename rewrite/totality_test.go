@@ -39,7 +39,11 @@ func renderTotality(b *strings.Builder, p *Plan) {
 		fmt.Fprintf(b, "-- const sql: %s\n", p.ConstSQL)
 	}
 	for _, c := range p.TypeChecks {
-		fmt.Fprintf(b, "-- type check $%d %s: %s\n", c.Param, c.What, strings.Join(c.Types, " "))
+		pattern := ""
+		if c.Pattern {
+			pattern = " (pattern checked before the charge)"
+		}
+		fmt.Fprintf(b, "-- type check $%d %s: %s%s\n", c.Param, c.What, strings.Join(c.Types, " "), pattern)
 	}
 }
 
@@ -327,6 +331,17 @@ func TestTotalityDecisions(t *testing.T) {
 		"SELECT count(coalesce(region, note)) FROM orders",
 		"SELECT count((amount > 5)::int) FROM orders",
 		"SELECT count(tags) FROM orders", // reading any type
+		// Issue 14: what tools write, total by type.
+		"SELECT count(*) FROM orders WHERE amount / 2 > 3",                       // numeric(10,2) / constant
+		"SELECT count(*) FROM orders WHERE amount * quantity > 100",              // numeric(10,2) * int4 <= 10^8 * 2^31
+		"SELECT count(*) FROM orders WHERE quantity::numeric * product_id > 100", // int4 as numeric * int4
+		"SELECT count(*) FROM orders WHERE quantity / 2 > 1",                     // integer division, as written
+		"SELECT CAST(extract(month FROM created_at) AS integer) AS m, count(*) FROM orders GROUP BY 1",
+		"SELECT CAST(extract(year FROM ordered_at) AS integer) AS y, count(*) FROM orders GROUP BY 1",
+		"SELECT floor(extract(epoch FROM ordered_at) / 60) * 60 AS t, count(*) FROM orders GROUP BY 1",
+		"SELECT floor((amount - 0) / 50) * 50 AS b, count(*) FROM orders GROUP BY 1",
+		"SELECT CAST((date_trunc('week', CAST((created_at + INTERVAL '1 day') AS date)) + INTERVAL '-1 day') AS date) AS w, count(*) FROM orders GROUP BY 1",
+		"SELECT count(*) FROM orders WHERE email LIKE $1",
 	}
 	for _, sql := range ok {
 		if _, err := a.Analyze(sql); err != nil {
@@ -356,8 +371,16 @@ func TestTotalityDecisions(t *testing.T) {
 		{"SELECT count(coalesce(amount, score)) FROM orders", "the arguments of COALESCE have types numeric, float8"},
 		{"SELECT count(*) FROM orders WHERE isfinite(ordered_at)", "function isfinite"},
 		{"SELECT count(*) FROM orders WHERE length(region) > 3", "function length"},
-		{"SELECT count(*) FROM orders WHERE amount / 2 > 3", "arithmetic (/) on a column is refused in conditions"},
-		{"SELECT count(*) FROM orders WHERE amount * 2 > 100", "arithmetic (*) on a column is refused in conditions"},
+		{"SELECT count(*) FROM orders WHERE discount / 2 > 3", "arithmetic on discount is refused in a condition"},    // unconstrained numeric
+		{"SELECT count(*) FROM orders WHERE quantity * product_id > 100", "can exceed type int4"},                     // int4 * int4
+		{"SELECT count(*) FROM orders WHERE quantity + 1 > 100", "can exceed type int4"},                              // int4 + 1 overflows at the top
+		{"SELECT count(*) FROM orders WHERE score * 2 > 100", "column score has type float8"},                         // float overflow
+		{"SELECT count(*) FROM orders WHERE amount * $1 > 100", "a parameter's value is not known"},                   // magnitude unknown
+		{"SELECT count(*) FROM orders WHERE quantity / -1 > 100", "not -1 for integers"},                              // INT_MIN / -1
+		{"SELECT CAST(extract(epoch FROM created_at) AS integer) AS e, count(*) FROM orders GROUP BY 1", "to int4"},   // beyond int4
+		{"SELECT floor(score / 2) AS b, count(*) FROM orders GROUP BY 1", "arithmetic on column score"},               // no bounds
+		{"SELECT count(*) FROM orders WHERE created_at + interval '3000 years' > '2024-01-01'", "at most 2000 years"}, // out of range
+		{"SELECT count(*) FROM orders WHERE created_at + $1::interval > '2024-01-01'", "unless the interval is a literal"},
 		{"SELECT count(CASE WHEN coalesce(amount + 1, 0) > 5 THEN 1 END) FROM orders", "arithmetic (+)"},
 		{"SELECT sum(region) FROM orders", "needs clamping bounds"},
 	}

@@ -132,7 +132,12 @@ func (a *Analyzer) resolve(refs []*relRef) error {
 			continue
 		}
 		if rv.Catalogname != "" {
-			return reject(pgerr.InsufficientPrivilege, rv.Location, "cross-database reference %q is refused", rv.Catalogname+"."+rv.Schemaname+"."+rv.Relname)
+			if rv.Catalogname != a.opts.Database {
+				return reject(pgerr.FeatureNotSupported, rv.Location, "cross-database references are not implemented: \"%s.%s.%s\"", rv.Catalogname, rv.Schemaname, rv.Relname)
+			}
+			// The current database, as PostgreSQL reads it: the name
+			// without it means the same, and is what the rewrite prints.
+			rv.Catalogname = ""
 		}
 		r.schema, r.name = rv.Schemaname, rv.Relname
 		if r.schema == "" {

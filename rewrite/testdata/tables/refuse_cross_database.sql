@@ -1,2 +1,2 @@
--- intent: a three-part name naming another database is refused
+-- intent: a three-part name naming another database is refused with PostgreSQL's wording and code
 SELECT * FROM otherdb.public.products

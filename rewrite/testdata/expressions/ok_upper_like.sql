@@ -1,0 +1,2 @@
+-- intent: upper(col) LIKE a constant pattern is total on a text column
+SELECT count(*) FROM orders WHERE upper(region) LIKE 'NOR%'

@@ -1,0 +1,2 @@
+-- intent: Metabase's numeric auto-binning over a bounded numeric(10,2) column: floor((x - min) / width) * width, width a non-zero constant
+SELECT (FLOOR((("public"."orders"."amount" - 0.0) / 50.0)) * 50.0) AS "amount", count(*) AS "count" FROM "public"."orders" GROUP BY (FLOOR((("public"."orders"."amount" - 0.0) / 50.0)) * 50.0) ORDER BY (FLOOR((("public"."orders"."amount" - 0.0) / 50.0)) * 50.0) ASC

@@ -1,0 +1,2 @@
+-- intent: Metabase's month breakout on a DATE column (its exact SQL) is a guarded date_trunc cast to date, answered by partition selection
+SELECT CAST(date_trunc('month', "public"."orders"."created_at") AS date) AS "created_at", count(*) AS "count" FROM "public"."orders" GROUP BY CAST(date_trunc('month', "public"."orders"."created_at") AS date) ORDER BY CAST(date_trunc('month', "public"."orders"."created_at") AS date) ASC

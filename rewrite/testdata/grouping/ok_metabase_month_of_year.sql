@@ -1,0 +1,2 @@
+-- intent: Metabase's month-of-year breakout casts extract to integer: month is 1..12 and NULL for infinity, so the cast cannot fail
+SELECT CAST(extract(month from "public"."orders"."created_at") AS integer) AS "created_at", count(*) AS "count" FROM "public"."orders" GROUP BY CAST(extract(month from "public"."orders"."created_at") AS integer) ORDER BY CAST(extract(month from "public"."orders"."created_at") AS integer) ASC
