@@ -310,13 +310,19 @@ func TestCancelEndsClaimWait(t *testing.T) {
 	const question = "SELECT count(*) FROM dp_slow_orders WHERE amount >= 7"
 	holder := connectApp(t, addr, "res_claim_a", "res_claim_holder", pgx.QueryExecModeSimpleProtocol)
 	held := make(chan error, 1)
+	// The holder must own the claim before the waiters ask: it is charged
+	// after it claims and before its slow run, so wait for the charge
+	// (seeing its upstream active is not enough: that may be a check
+	// before the claim, and a waiter that claims first is not waiting).
+	probe := connectApp(t, addr, "res_claim_a", "res_claim_probe", pgx.QueryExecModeSimpleProtocol)
+	unspent := showBudget(t, probe)
 	go func() {
 		var n int64
 		held <- holder.QueryRow(ctx, question).Scan(&n)
 	}()
 	eventually(t, 10*time.Second, "the slow private query never ran", func() error {
-		if activeUpstream(t, admin, "res_claim_holder") == 0 {
-			return errors.New("not active")
+		if activeUpstream(t, admin, "res_claim_holder") == 0 || showBudget(t, probe) == unspent {
+			return errors.New("not charged and running yet")
 		}
 		return nil
 	})
