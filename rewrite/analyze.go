@@ -43,8 +43,11 @@ type Options struct {
 	// Database is the upstream's current database (current_database(),
 	// read at start). A three-part name naming it (clinic.public.visits,
 	// as psqlODBC writes every table) is the two-part name, as in
-	// PostgreSQL; any other database is refused as PostgreSQL refuses it.
-	// Empty: every three-part name is refused.
+	// PostgreSQL; so does a name of conf.Databases, the further names
+	// clients may connect with for that same database (psqlODBC writes the
+	// name the client connected with). Any other database is refused as
+	// PostgreSQL refuses it. Empty, and no conf.Databases: every
+	// three-part name is refused.
 	Database string
 	// NumericTypmods holds the declared precision and scale of the
 	// numeric(p,s) columns of the configured tables ("schema.table.column"

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"slices"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
@@ -132,7 +133,7 @@ func (a *Analyzer) resolve(refs []*relRef) error {
 			continue
 		}
 		if rv.Catalogname != "" {
-			if rv.Catalogname != a.opts.Database {
+			if rv.Catalogname != a.opts.Database && !slices.Contains(a.cfg.Databases, rv.Catalogname) {
 				return reject(pgerr.FeatureNotSupported, rv.Location, "cross-database references are not implemented: \"%s.%s.%s\"", rv.Catalogname, rv.Schemaname, rv.Relname)
 			}
 			// The current database, as PostgreSQL reads it: the name
