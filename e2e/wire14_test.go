@@ -509,3 +509,42 @@ func TestWireAsyncpg(t *testing.T) {
 		t.Errorf("asyncpg saw\n%s\nwant\n%s", out, want)
 	}
 }
+
+// TestWireBackendPID: pg_backend_pid() is the process id the proxy gave
+// the client in BackendKeyData (Superset's SQL Lab asks for it before
+// every query, as the id to cancel), not the upstream backend's, which
+// the session's upstream connection serves to other sessions too; and it
+// stays so after RESET ALL and DISCARD ALL.
+func TestWireBackendPID(t *testing.T) {
+	a, b := connect(t, "alice", pwAlice), connect(t, "bob", pwBob)
+	for _, c := range []struct {
+		name string
+		conn *pgx.Conn
+	}{{"alice", a}, {"bob", b}} {
+		for _, reset := range []string{"", "RESET ALL", "DISCARD ALL"} {
+			if reset != "" {
+				if _, err := c.conn.Exec(ctx, reset); err != nil {
+					t.Fatalf("%s: %v", reset, err)
+				}
+			}
+			var pid uint32
+			var name string
+			rows, err := c.conn.Query(ctx, "SELECT pg_backend_pid()")
+			if err != nil {
+				t.Fatalf("%s after %q: %v", c.name, reset, err)
+			}
+			name = rows.FieldDescriptions()[0].Name
+			for rows.Next() {
+				if err := rows.Scan(&pid); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatalf("%s after %q: %v", c.name, reset, err)
+			}
+			if want := c.conn.PgConn().PID(); pid != want || name != "pg_backend_pid" {
+				t.Errorf("%s after %q: pg_backend_pid() = %d (column %q), want the BackendKeyData pid %d", c.name, reset, pid, name, want)
+			}
+		}
+	}
+}

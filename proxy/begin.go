@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -50,6 +51,12 @@ func (ss *session) begin(params map[string]string) error {
 	ss.srv.mu.Lock()
 	ss.srv.upstreams[up.Conn().PgConn()] = ss
 	ss.srv.mu.Unlock()
+	if ss.key, err = ss.srv.register(ss); err != nil {
+		return err
+	}
+	// pg_backend_pid() is the process id the client is given in
+	// BackendKeyData (analyst.go).
+	names, values = append(names, rewrite.BackendPIDSetting), append(values, strconv.FormatUint(uint64(ss.key.pid), 10))
 
 	if len(names) > 0 {
 		// set_config with bound parameters: client values never become SQL text.
@@ -63,9 +70,6 @@ func (ss *session) begin(params map[string]string) error {
 			ss.flush()
 			return errHandled
 		}
-	}
-	if ss.key, err = ss.srv.register(ss); err != nil {
-		return err
 	}
 	ss.send(&pgproto3.AuthenticationOk{})
 	ss.sendParameterChanges(true)

@@ -133,7 +133,14 @@ func (s *Server) register(sess *session) (cancelKey, error) {
 		if _, err := rand.Read(b[:]); err != nil {
 			return cancelKey{}, err
 		}
-		k := cancelKey{binary.BigEndian.Uint32(b[:4]), binary.BigEndian.Uint32(b[4:])}
+		// The process id is a positive int4, as PostgreSQL's are:
+		// clients read it as one, and pg_backend_pid() returns it
+		// (rewrite/sessionuser.go). The secret keeps its 32 bits.
+		pid := binary.BigEndian.Uint32(b[:4]) & 0x7fffffff
+		if pid == 0 {
+			continue
+		}
+		k := cancelKey{pid, binary.BigEndian.Uint32(b[4:])}
 		s.mu.Lock()
 		if _, taken := s.cancels[k]; !taken {
 			s.cancels[k] = sess

@@ -581,7 +581,6 @@ var refusedFuncReasons = map[string]string{
 	"pg_ls_dir":                      "it reads server files",
 	"query_to_xml":                   "it runs a query given as text",
 	"table_to_xml":                   "it reads a whole table",
-	"pg_backend_pid":                 "it identifies the upstream connection, which sessions share",
 	"pg_lock_status":                 "it shows other sessions' locks",
 	"pg_blocking_pids":               "it shows other sessions' locks",
 	"pg_stat_get_activity":           "it shows other sessions' queries",

@@ -21,32 +21,58 @@ import (
 // current_setting may read it (the reader's own name), so that the
 // deparse, analysed again, is itself (funcAllowed).
 //
+// pg_backend_pid() likewise reads BackendPIDSetting: the process id the
+// proxy gave the client in BackendKeyData, not the upstream backend's,
+// which the session's upstream connection serves to other sessions too
+// (Superset's SQL Lab asks for it before every query, as a cancel id).
+//
 // Other ways to see the upstream role are refused elsewhere:
 // current_setting('role') and ('session_authorization') (not readable),
 // SET ROLE and SET SESSION AUTHORIZATION (refusedSettingReasons),
-// pg_backend_pid and the pg_stat_activity family (allowlists.go). In a
+// the pg_stat_activity family (allowlists.go). In a
 // query over a private table, current_user is refused (hoist.go): it is
 // no date/time constant.
 
-// AnalystSetting is the upstream setting that holds the analyst's name.
-const AnalystSetting = "dpproxy.analyst"
+// AnalystSetting is the upstream setting that holds the analyst's name,
+// BackendPIDSetting the session's process id as the client knows it.
+const (
+	AnalystSetting    = "dpproxy.analyst"
+	BackendPIDSetting = "dpproxy.backend_pid"
+)
 
 // analystExpr is what a session-user function becomes: the setting, cast
 // to the functions' type, name.
-var analystExpr = func() *pg_query.Node {
-	tree, err := pg_query.Parse("SELECT pg_catalog.current_setting('" + AnalystSetting + "')::pg_catalog.name")
+var analystExpr = settingExpr(AnalystSetting, "name")
+
+// backendPIDExpr is what pg_backend_pid() becomes.
+var backendPIDExpr = settingExpr(BackendPIDSetting, "int4")
+
+func settingExpr(setting, typ string) *pg_query.Node {
+	tree, err := pg_query.Parse("SELECT pg_catalog.current_setting('" + setting + "')::pg_catalog." + typ)
 	if err != nil {
 		panic(err)
 	}
 	n := tree.Stmts[0].Stmt.GetSelectStmt().TargetList[0].GetResTarget().Val
 	clearLocations(n.ProtoReflect())
 	return n
-}()
+}
 
 // UsesAnalyst reports whether a pass-through statement's deparse reads
-// AnalystSetting (a false positive costs the proxy one round trip).
+// AnalystSetting or BackendPIDSetting (a false positive costs the proxy
+// one round trip).
 func UsesAnalyst(sql string) bool {
-	return strings.Contains(sql, "'"+AnalystSetting+"'")
+	return strings.Contains(sql, "'"+AnalystSetting+"'") || strings.Contains(sql, "'"+BackendPIDSetting+"'")
+}
+
+// isBackendPID reports whether n is pg_backend_pid().
+func isBackendPID(n *pg_query.Node) bool {
+	fc := n.GetFuncCall()
+	if fc == nil {
+		return false
+	}
+	schema, name := funcName(fc)
+	return (schema == "" || schema == "pg_catalog") && name == "pg_backend_pid" &&
+		len(fc.Args) == 0 && fc.AggFilter == nil && fc.Over == nil && !fc.AggStar && !fc.AggDistinct
 }
 
 // sessionUserColumn is the column name PostgreSQL gives n when n names
@@ -85,6 +111,8 @@ func substituteSessionUser(n *pg_query.Node) {
 			if x.Name == "" && x.Val != nil {
 				if col := sessionUserColumn(x.Val); col != "" {
 					x.Name = col
+				} else if isBackendPID(x.Val) {
+					x.Name = "pg_backend_pid"
 				}
 			}
 		case *pg_query.FuncCall:
@@ -100,6 +128,10 @@ func substituteSessionUser(n *pg_query.Node) {
 				x.Node = proto.Clone(analystExpr).(*pg_query.Node).Node
 				return false
 			}
+			if isBackendPID(x) {
+				x.Node = proto.Clone(backendPIDExpr).(*pg_query.Node).Node
+				return false
+			}
 		}
 		return true
 	})
@@ -111,8 +143,10 @@ func privilegeFuncs(name string) bool {
 	return name == "pg_has_role" || strings.HasPrefix(name, "has_") && strings.HasSuffix(name, "_privilege")
 }
 
-// isAnalystSetting reports whether a constant names AnalystSetting: the
-// one setting outside readableSettings that current_setting may read.
+// isAnalystSetting reports whether a constant names AnalystSetting or
+// BackendPIDSetting: the settings outside readableSettings that
+// current_setting may read (each holds what the reader already knows).
 func isAnalystSetting(c *pg_query.A_Const) bool {
-	return strings.ToLower(c.GetSval().GetSval()) == AnalystSetting
+	s := strings.ToLower(c.GetSval().GetSval())
+	return s == AnalystSetting || s == BackendPIDSetting
 }
