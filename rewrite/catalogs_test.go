@@ -114,7 +114,7 @@ func TestCatalogAllowlistRefuses(t *testing.T) {
 		{"pg_cursor", "SELECT * FROM pg_cursor()", "pg_cursor"},
 		{"pg_prepared_xact", "SELECT * FROM pg_prepared_xact()", "pg_prepared_xact"},
 		{"pg_blocking_pids", "SELECT pg_blocking_pids(1)", "pg_blocking_pids"},
-		{"pg_backend_pid", "SELECT pg_backend_pid()", "pg_backend_pid"},
+		// pg_backend_pid() is answered: the session's own BackendKeyData pid (sessionuser.go, session/ok_backend_pid).
 		{"pg_get_backend_memory_contexts", "SELECT * FROM pg_get_backend_memory_contexts()", "pg_get_backend_memory_contexts"},
 		{"pg_current_logfile", "SELECT pg_current_logfile()", "pg_current_logfile"},
 		{"pg_ls_logdir", "SELECT * FROM pg_ls_logdir()", "pg_ls_logdir"},
