@@ -58,7 +58,7 @@ var attacks = []attack{
 	{"quoting", `SELECT "ORDERS".amount FROM orders AS "ORDERS"`, "42501", ""},
 	// Schema-qualified and odd names.
 	{"schema", `SELECT customer_id, count(*) FROM public.orders GROUP BY customer_id`, "42501", ""},
-	{"schema", `SELECT count(*) FROM shop.public.orders`, "0A000", ""}, // not the test's database: PostgreSQL's own refusal (issue 14)
+	{"schema", `SELECT count(*) FROM otherdb.public.orders`, "0A000", ""}, // another database: PostgreSQL's own refusal (issue 14; the test database and its alias shop are accepted)
 	{"schema", `SELECT * FROM pg_temp.orders`, "42501", ""},
 	{"schema", `SELECT count(*) FROM pg_catalog.orders`, "42501 42P01", ""},
 	// ONLY and inheritance.
