@@ -17,10 +17,6 @@ import (
 // and the shape kept: schema discovery, field values, time series,
 // binning, filters, the query builder and the row-level reads a DP proxy
 // must refuse. docs/bi-tools.md states, per tool, what these cases show.
-//
-// A case that needs a feature another branch of issue 14 builds says so
-// (needs): it asserts the issue's expected outcome, so it fails until that
-// branch is merged, with the branch's name in the failure.
 
 // toolCase is one replayed statement.
 type toolCase struct {
@@ -33,8 +29,7 @@ type toolCase struct {
 	// SQLSTATEs it may be refused with; hint is then a part of the
 	// refusal's hint naming the tool's setting ("" when none is asked).
 	refused, hint string
-	minRows       int    // answered: at least this many rows
-	needs         string // the issue 14 branch whose feature this needs
+	minRows       int // answered: at least this many rows
 }
 
 const (
@@ -78,21 +73,21 @@ var toolCases = []toolCase{
 		sql: `SELECT COUNT(DISTINCT "public"."orders"."customer_id") AS "count" FROM "public"."orders"`},
 	{tool: "Metabase", step: "time series: by month of a timestamptz", source: srcMetabasePostgres + " (date-trunc)", minRows: 1,
 		sql: `SELECT DATE_TRUNC('month', "public"."orders"."ordered_at") AS "ordered_at", COUNT(*) AS "count" FROM "public"."orders" GROUP BY DATE_TRUNC('month', "public"."orders"."ordered_at") ORDER BY DATE_TRUNC('month', "public"."orders"."ordered_at") ASC`},
-	{tool: "Metabase", step: "time series: by week (Sunday start) of a timestamptz", source: srcMetabasePostgres + " (sql.qp/date :week, adjust-start-of-week)", minRows: 1, needs: "exprs (timestamp + interval in keys)",
+	{tool: "Metabase", step: "time series: by week (Sunday start) of a timestamptz", source: srcMetabasePostgres + " (sql.qp/date :week, adjust-start-of-week)", minRows: 1,
 		sql: `SELECT (DATE_TRUNC('week', ("public"."orders"."ordered_at" + INTERVAL '1 day')) + INTERVAL '-1 day') AS "ordered_at", COUNT(*) AS "count" FROM "public"."orders" GROUP BY (DATE_TRUNC('week', ("public"."orders"."ordered_at" + INTERVAL '1 day')) + INTERVAL '-1 day') ORDER BY (DATE_TRUNC('week', ("public"."orders"."ordered_at" + INTERVAL '1 day')) + INTERVAL '-1 day') ASC`},
 	{tool: "Metabase", step: "time series: by month of a DATE", source: srcMetabasePostgres + " (date-trunc casts back to date)", minRows: 1,
 		sql: `SELECT CAST(DATE_TRUNC('month', "public"."customers"."signup_date") AS date) AS "signup_date", COUNT(*) AS "count" FROM "public"."customers" GROUP BY CAST(DATE_TRUNC('month', "public"."customers"."signup_date") AS date) ORDER BY CAST(DATE_TRUNC('month', "public"."customers"."signup_date") AS date) ASC`},
 	// About 14 customers sign up per week, below partition selection's
 	// threshold: answered, and the released weeks may be none.
-	{tool: "Metabase", step: "time series: by week (Sunday start) of a DATE", source: srcMetabasePostgres + " (add-interval-honeysql-form casts date + interval to date)", needs: "exprs (date + interval, casts among date types in keys)",
+	{tool: "Metabase", step: "time series: by week (Sunday start) of a DATE", source: srcMetabasePostgres + " (add-interval-honeysql-form casts date + interval to date)",
 		sql: `SELECT CAST((CAST(DATE_TRUNC('week', CAST(("public"."customers"."signup_date" + INTERVAL '1 day') AS date)) AS date) + INTERVAL '-1 day') AS date) AS "signup_date", COUNT(*) AS "count" FROM "public"."customers" GROUP BY CAST((CAST(DATE_TRUNC('week', CAST(("public"."customers"."signup_date" + INTERVAL '1 day') AS date)) AS date) + INTERVAL '-1 day') AS date) ORDER BY 1 ASC`},
-	{tool: "Metabase", step: "time series: month of year (extract-integer)", source: srcMetabasePostgres + " (extract-integer)", minRows: 1, needs: "exprs (extract cast to integer in keys)",
+	{tool: "Metabase", step: "time series: month of year (extract-integer)", source: srcMetabasePostgres + " (extract-integer)", minRows: 1,
 		sql: `SELECT CAST(extract(month from "public"."orders"."ordered_at") AS integer) AS "ordered_at", COUNT(*) AS "count" FROM "public"."orders" GROUP BY CAST(extract(month from "public"."orders"."ordered_at") AS integer) ORDER BY CAST(extract(month from "public"."orders"."ordered_at") AS integer) ASC`},
-	{tool: "Metabase", step: "binning: amount auto-binned (floor((x - min) / w) * w + min)", source: srcMetabaseQP + " (binning)", minRows: 1, needs: "exprs (floor of bounded arithmetic in keys)",
+	{tool: "Metabase", step: "binning: amount auto-binned (floor((x - min) / w) * w + min)", source: srcMetabaseQP + " (binning)", minRows: 1,
 		sql: `SELECT ((FLOOR((("public"."orders"."amount" - 0.0) / 50.0)) * 50.0) + 0.0) AS "amount", COUNT(*) AS "count" FROM "public"."orders" GROUP BY ((FLOOR((("public"."orders"."amount" - 0.0) / 50.0)) * 50.0) + 0.0) ORDER BY ((FLOOR((("public"."orders"."amount" - 0.0) / 50.0)) * 50.0) + 0.0) ASC`},
 	{tool: "Metabase", step: "filter: contains, case-insensitive (default)", source: srcMetabaseQP + " (:contains, case-sensitive false)", minRows: 1,
 		sql: `SELECT COUNT(*) AS "count" FROM "public"."orders" WHERE LOWER("public"."orders"."channel") LIKE '%we%'`},
-	{tool: "Metabase", step: "filter: contains as a bound parameter", source: srcMetabaseQP + " (values are JDBC parameters)", minRows: 1, needs: "exprs (LIKE patterns bound at Bind)",
+	{tool: "Metabase", step: "filter: contains as a bound parameter", source: srcMetabaseQP + " (values are JDBC parameters)", minRows: 1,
 		sql: `SELECT COUNT(*) AS "count" FROM "public"."orders" WHERE LOWER("public"."orders"."channel") LIKE $1`, args: []any{"%we%"}},
 	{tool: "Metabase", step: "filter: is, and greater than, as bound parameters", source: srcMetabaseQP + " (values are JDBC parameters)", minRows: 1,
 		sql: `SELECT COUNT(*) AS "count" FROM "public"."orders" WHERE ("public"."orders"."region" = $1) AND ("public"."orders"."amount" > $2)`, args: []any{"east", 100}},
@@ -104,16 +99,16 @@ var toolCases = []toolCase{
 		sql: `SELECT CASE WHEN quote_ident(table_schema) IN (SELECT CASE WHEN trim(s[i]) = '"$user"' THEN user ELSE trim(s[i]) END FROM generate_series(array_lower(string_to_array(current_setting('search_path'),','),1), array_upper(string_to_array(current_setting('search_path'),','),1)) as i, string_to_array(current_setting('search_path'),',') s) THEN quote_ident(table_name) ELSE quote_ident(table_schema) || '.' || quote_ident(table_name) END AS "table" FROM information_schema.tables WHERE quote_ident(table_schema) NOT IN ('information_schema', 'pg_catalog', '_timescaledb_cache', '_timescaledb_catalog', '_timescaledb_internal', '_timescaledb_config', 'timescaledb_information', 'timescaledb_experimental') ORDER BY 1`},
 	{tool: "Grafana", step: "query builder: column picker (parse_ident)", source: srcGrafanaMeta, minRows: 8,
 		sql: `SELECT quote_ident(column_name) AS "column", data_type AS "type" FROM information_schema.columns WHERE CASE WHEN array_length(parse_ident('orders'),1) = 2 THEN quote_ident(table_schema) = (parse_ident('orders'))[1] AND quote_ident(table_name) = (parse_ident('orders'))[2] ELSE quote_ident(table_name) = 'orders' AND quote_ident(table_schema) IN (SELECT CASE WHEN trim(s[i]) = '"$user"' THEN user ELSE trim(s[i]) END FROM generate_series(array_lower(string_to_array(current_setting('search_path'),','),1), array_upper(string_to_array(current_setting('search_path'),','),1)) as i, string_to_array(current_setting('search_path'),',') s) END`},
-	{tool: "Grafana", step: "time series: $__timeGroupAlias(ordered_at, '7d') and $__timeFilter", source: srcGrafanaMacros, minRows: 1, needs: "exprs (floor(extract(epoch ...)/N)*N in keys)",
+	{tool: "Grafana", step: "time series: $__timeGroupAlias(ordered_at, '7d') and $__timeFilter", source: srcGrafanaMacros, minRows: 1,
 		sql: `SELECT floor(extract(epoch from ordered_at)/604800)*604800 AS "time", count(*) AS "orders" FROM orders WHERE ordered_at BETWEEN '2024-01-01T00:00:00Z' AND '2025-01-01T00:00:00Z' GROUP BY 1 ORDER BY 1`},
 	{tool: "Grafana", step: "time series: $__time(ordered_at) raw rows", source: srcGrafanaMacros,
 		sql:     `SELECT ordered_at AS "time", amount FROM orders WHERE ordered_at BETWEEN '2024-03-01T00:00:00Z' AND '2024-04-01T00:00:00Z' ORDER BY 1`,
 		refused: "42501", hint: "$__timeGroupAlias"},
 	{tool: "Grafana", step: "time series: a date_trunc bucket with $__timeFilter", source: srcGrafanaMacros + " ($__timeFilter)", minRows: 1,
 		sql: `SELECT date_trunc('week', ordered_at) AS "time", sum(amount) AS "revenue" FROM orders WHERE ordered_at BETWEEN '2024-01-01T00:00:00Z' AND '2025-01-01T00:00:00Z' GROUP BY 1 ORDER BY 1`},
-	{tool: "Grafana", step: "template variable: SELECT DISTINCT", source: "grafana/grafana: docs/sources/datasources/postgres/template-variables (query variable)", minRows: 1, needs: "dpforms (SELECT DISTINCT key)",
+	{tool: "Grafana", step: "template variable: SELECT DISTINCT", source: "grafana/grafana: docs/sources/datasources/postgres/template-variables (query variable)", minRows: 1,
 		sql: `SELECT DISTINCT channel FROM orders ORDER BY 1`},
-	{tool: "Grafana", step: "ad-hoc filter values: UNION ALL of SELECT DISTINCT", source: "issue 14's report of Grafana's filter-value API (file not located)", minRows: 1, needs: "dpforms (UNION ALL of DP queries)",
+	{tool: "Grafana", step: "ad-hoc filter values: UNION ALL of SELECT DISTINCT", source: "issue 14's report of Grafana's filter-value API (file not located)", minRows: 1,
 		sql: `SELECT DISTINCT region FROM orders UNION ALL SELECT DISTINCT channel FROM orders`},
 	{tool: "Grafana", step: "query builder: aggregation and group by", source: srcGrafanaBuilder, minRows: 4,
 		sql: `SELECT COUNT(amount), region FROM orders GROUP BY region LIMIT 50 `},
@@ -137,9 +132,9 @@ var toolCases = []toolCase{
 		sql: `SELECT region, avg(amount) AS avg_amount FROM orders GROUP BY region
 LIMIT 1001`},
 	// region has public values: no partition selection and no
-	// aggregate, so nothing to charge; refused today with 22023 "ε and δ
-	// are both 0".
-	{tool: "Superset", step: "native filter values (group by the column, no metric)", source: srcSupersetModels + " (get_sqla_query)", minRows: 4, needs: "dpforms (GROUP BY a key without aggregate, here a key with public values)",
+	// aggregate: every public value is the answer, read from no row and
+	// charged nothing.
+	{tool: "Superset", step: "native filter values (group by the column, no metric)", source: srcSupersetModels + " (get_sqla_query)", minRows: 4,
 		sql: `SELECT region AS region FROM public.orders GROUP BY region ORDER BY region ASC LIMIT 1000`},
 	{tool: "Superset", step: "samples of a dataset", source: srcSupersetModels + " (samples: SELECT * with SAMPLES_ROW_LIMIT)",
 		sql: `SELECT * FROM public.orders LIMIT 1000`, refused: "42501", hint: "data viewer"},
@@ -148,8 +143,7 @@ LIMIT 1001`},
 	// answer is the pid of BackendKeyData: the proxy should answer with
 	// the pid it gave the session, never the shared upstream's.
 	{tool: "Superset", step: "SQL Lab: cancel id of the connection", source: srcSupersetPG + " (get_cancel_query_id); apache/superset: superset/sql_lab.py", minRows: 1,
-		needs: "none assigned (the proxy answering pg_backend_pid() with the session's BackendKeyData pid, like current_user in branch wire)",
-		sql:   `SELECT pg_backend_pid()`},
+		sql: `SELECT pg_backend_pid()`},
 
 	// ---- Tableau (psqlODBC) ----
 	{tool: "Tableau", step: "SQLTables", source: srcPsqlODBC, minRows: 3,
@@ -162,7 +156,7 @@ LIMIT 1001`},
 		sql: `SELECT "orders"."region" AS "region", SUM("orders"."amount") AS "sum:amount:ok" FROM "public"."orders" "orders" GROUP BY 1`},
 	{tool: "Tableau", step: "sheet: COUNTD(customer_id)", source: srcTableauDialect, minRows: 1,
 		sql: `SELECT COUNT(DISTINCT "orders"."customer_id") AS "ctd:customer_id:ok" FROM "public"."orders" "orders" HAVING (COUNT(1) > 0)`},
-	{tool: "Tableau", step: "sheet: YEAR(ordered_at)", source: srcTableauDialect + " (YEAR: CAST(EXTRACT(YEAR FROM %1) AS INTEGER))", minRows: 1, needs: "exprs (extract cast to integer in keys)",
+	{tool: "Tableau", step: "sheet: YEAR(ordered_at)", source: srcTableauDialect + " (YEAR: CAST(EXTRACT(YEAR FROM %1) AS INTEGER))", minRows: 1,
 		sql: `SELECT CAST(EXTRACT(YEAR FROM "orders"."ordered_at") AS INTEGER) AS "yr:ordered_at:ok", SUM("orders"."amount") AS "sum:amount:ok" FROM "public"."orders" "orders" GROUP BY 1`},
 	{tool: "Tableau", step: "Extract (every row)", source: "Tableau extracts read every column of every row",
 		sql: `SELECT "orders"."amount" AS "amount", "orders"."region" AS "region" FROM "public"."orders" "orders"`, refused: "42501"},
@@ -172,9 +166,9 @@ LIMIT 1001`},
 	// ---- Power BI and Excel (psqlODBC) ----
 	{tool: "Power BI/Excel", step: "DirectQuery: count rows by region", source: srcPsqlODBC + "; Power Query folds Table.Group to GROUP BY", minRows: 4,
 		sql: `select "region", count(1) as "C1" from "public"."orders" as "_" group by "region"`},
-	{tool: "Power BI/Excel", step: "Excel MS Query: three-part name of a private table", source: srcPsqlODBC + " (the database is the ODBC catalog)", minRows: 4, needs: "exprs (three-part names of the current database)",
+	{tool: "Power BI/Excel", step: "Excel MS Query: three-part name of a private table", source: srcPsqlODBC + " (the database is the ODBC catalog)", minRows: 4,
 		sql: `SELECT orders.region, Count(*) FROM "{db}".public.orders orders GROUP BY orders.region`},
-	{tool: "Power BI/Excel", step: "Excel MS Query: three-part name of a public table", source: srcPsqlODBC + " (the database is the ODBC catalog)", minRows: 50, needs: "exprs (three-part names of the current database)",
+	{tool: "Power BI/Excel", step: "Excel MS Query: three-part name of a public table", source: srcPsqlODBC + " (the database is the ODBC catalog)", minRows: 50,
 		sql: `SELECT products.name, products.price FROM "{db}".public.products products`},
 	{tool: "Power BI/Excel", step: "three-part name of another database", source: srcPsqlODBC,
 		sql: `SELECT count(*) FROM "not_this_database".public.orders`, refused: "42501 0A000 3D000"},
@@ -224,14 +218,10 @@ func replayTools(t *testing.T, mode pgx.QueryExecMode) {
 			}
 			args := append([]any{mode}, c.args...)
 			n, err := replayRows(conn, sql, args...)
-			needs := ""
-			if c.needs != "" {
-				needs = " [needs branch " + c.needs + "]"
-			}
 			source := " (" + c.source + ")"
 			switch {
 			case c.refused == "" && err != nil:
-				t.Errorf("want answered, got %v%s%s", err, needs, source)
+				t.Errorf("want answered, got %v%s", err, source)
 			case c.refused == "" && n < c.minRows:
 				t.Errorf("answered with %d rows, want at least %d%s", n, c.minRows, source)
 			case c.refused != "":
