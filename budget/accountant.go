@@ -16,7 +16,7 @@ import (
 // One accountant serves every analyst and goroutine of a ledger:
 // implementations hold no mutable state (all of it is in Totals).
 //
-// Each accountant is one file: basic.go, zcdp.go. Adding one (issue 15:
+// Each accountant is one file: basic.go, zcdp.go, advanced.go. Adding one (issue 15:
 // advanced composition, Rényi DP, privacy filters) is a new file, a line in
 // accountants, and its name among the values conf accepts for
 // privacy.accounting.
@@ -33,17 +33,35 @@ type Accountant interface {
 }
 
 // accountants lists every accounting privacy.accounting can name.
-func accountants() []Accountant {
-	return []Accountant{basicAccountant{}, zcdpAccountant{}}
+func accountants() []Accountant { return accountantsWith(Options{}) }
+
+// accountantsWith is accountants with the parameters opts gives.
+func accountantsWith(opts Options) []Accountant {
+	dPrime := opts.AdvancedDelta
+	if dPrime == 0 {
+		dPrime = conf.DefaultAdvancedDelta
+	}
+	return []Accountant{basicAccountant{}, zcdpAccountant{}, advancedAccountant{deltaPrime: dPrime}}
 }
 
 // NewAccountant returns the accountant privacy.accounting names; "" is
-// basic accounting (conf.DefaultAccounting).
+// basic accounting (conf.DefaultAccounting). Accountants with a parameter
+// (advanced: δ′) take its default; see NewAccountantWith.
 func NewAccountant(name string) (Accountant, error) {
+	return NewAccountantWith(Options{Accounting: name})
+}
+
+// NewAccountantWith returns the accountant opts.Accounting names, with the
+// parameters opts gives (Options.AdvancedDelta).
+func NewAccountantWith(opts Options) (Accountant, error) {
+	name := opts.Accounting
 	if name == "" {
 		name = conf.AccountingBasic
 	}
-	for _, a := range accountants() {
+	if d := opts.AdvancedDelta; d != 0 && !(d > 0 && d < 1) {
+		return nil, fmt.Errorf("budget: advanced δ′ must lie in (0, 1), got %v", d)
+	}
+	for _, a := range accountantsWith(opts) {
 		if a.Name() == name {
 			return a, nil
 		}
@@ -69,6 +87,10 @@ type Totals struct {
 	// Rho and DeltaApprox are the zCDP totals Σρ and Σδ of the approximate
 	// parts (rho_spent, delta_approx_spent); see Charge.zcdpPart.
 	Rho, DeltaApprox Numeric
+	// EpsilonSq is Σε² (epsilon_sq_spent), exact: the advanced
+	// accountant's filter (advanced.go). Rows that predate the column get
+	// it recomputed from dpproxy.charges (schema.go, migrateEpsilonSq).
+	EpsilonSq Numeric
 }
 
 // Limits are an analyst's budget: the configured (ε, δ) plus what operators
@@ -81,7 +103,9 @@ type Limits struct {
 // the ledger records for c in dpproxy.charges, added as numeric.
 func (t Totals) plus(c Charge) Totals {
 	rho, dApprox := c.zcdpPart()
+	eps := numericOf(c.Epsilon)
 	return Totals{
+		EpsilonSq:   t.EpsilonSq.Add(eps.Mul(eps)),
 		Epsilon:     t.Epsilon.Add(numericOf(c.Epsilon)),
 		Delta:       t.Delta.Add(numericOf(c.Delta)),
 		Rho:         t.Rho.Add(numericOf(rho)),

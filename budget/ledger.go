@@ -26,7 +26,9 @@
 // (basic.go) admits a charge when Σε and Σδ stay within the limits; zCDP
 // accounting (zcdp.go) when either that holds or the zCDP totals,
 // converted to (ε, δ) with the rest of the δ limit, do (both bound the same
-// sequence of mechanisms, so either suffices).
+// sequence of mechanisms, so either suffices). Every charge also adds ε² to
+// Σε² (epsilon_sq_spent), which advanced accounting (advanced.go) uses: a
+// privacy filter for advanced composition, valid with adaptively chosen ε.
 //
 // Answers: Claim serializes the release of one question across every
 // connection and process sharing the ledger (a session-level advisory lock,
@@ -64,8 +66,12 @@ func txOptions() pgx.TxOptions {
 // Options configure a Ledger.
 type Options struct {
 	// Accounting names the ledger's Accountant: conf.AccountingBasic
-	// (also when empty) or conf.AccountingZCDP; see NewAccountant.
+	// (also when empty), conf.AccountingZCDP or conf.AccountingAdvanced;
+	// see NewAccountantWith.
 	Accounting string
+	// AdvancedDelta is δ′ of the advanced accountant (privacy.advanced_delta;
+	// 0 means conf.DefaultAdvancedDelta).
+	AdvancedDelta float64
 }
 
 // Ledger is the durable budget ledger. It is safe for concurrent use, and
@@ -76,7 +82,7 @@ type Ledger struct {
 }
 
 func newLedger(pool *pgxpool.Pool, opts Options) (*Ledger, error) {
-	a, err := NewAccountant(opts.Accounting)
+	a, err := NewAccountantWith(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -122,9 +128,18 @@ func Open(ctx context.Context, pool *pgxpool.Pool, users []conf.User, opts Optio
 					return fmt.Errorf("create schema: %w", err)
 				}
 			}
+			var hadSq bool
+			if err := tx.QueryRow(ctx, hasEpsilonSq).Scan(&hadSq); err != nil {
+				return fmt.Errorf("check schema: %w", err)
+			}
 			for _, stmt := range schemaDDL() {
 				if _, err := tx.Exec(ctx, stmt); err != nil {
 					return fmt.Errorf("create schema: %w", err)
+				}
+			}
+			if !hadSq {
+				if _, err := tx.Exec(ctx, migrateEpsilonSq); err != nil {
+					return fmt.Errorf("migrate Σε²: %w", err)
 				}
 			}
 		}
@@ -200,26 +215,26 @@ type Charge struct {
 // reads, as numeric text, so that nothing is rounded (see budgetRow).
 const budgetColumns = `epsilon_spent::text, delta_spent::text,
 	rho_spent::text, delta_approx_spent::text,
-	epsilon_limit::text, delta_limit::text`
+	epsilon_limit::text, delta_limit::text, epsilon_sq_spent::text`
 
 // budgetRow receives budgetColumns.
-type budgetRow [6]string
+type budgetRow [7]string
 
 // dest is the Scan destinations of budgetColumns.
 func (r *budgetRow) dest() []any {
-	return []any{&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]}
+	return []any{&r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6]}
 }
 
 // parse returns the row's totals and limits.
 func (r *budgetRow) parse() (Totals, Limits, error) {
-	var n [6]Numeric
+	var n [7]Numeric
 	for i, s := range r {
 		var err error
 		if n[i], err = ParseNumeric(s); err != nil {
 			return Totals{}, Limits{}, err
 		}
 	}
-	return Totals{Epsilon: n[0], Delta: n[1], Rho: n[2], DeltaApprox: n[3]}, Limits{Epsilon: n[4], Delta: n[5]}, nil
+	return Totals{Epsilon: n[0], Delta: n[1], Rho: n[2], DeltaApprox: n[3], EpsilonSq: n[6]}, Limits{Epsilon: n[4], Delta: n[5]}, nil
 }
 
 // scanSpend reads one budgetColumns row and reports it with l's accountant.
@@ -305,9 +320,11 @@ func (l *Ledger) charge(ctx context.Context, db beginner, c Charge) (Spend, int6
 		    delta_spent = $3::numeric,
 		    rho_spent = $4::numeric,
 		    delta_approx_spent = $5::numeric,
+		    epsilon_sq_spent = $6::numeric,
 		    updated_at = now()
 		WHERE analyst = $1`,
-		c.Analyst, next.Epsilon.String(), next.Delta.String(), next.Rho.String(), next.DeltaApprox.String()); err != nil {
+		c.Analyst, next.Epsilon.String(), next.Delta.String(), next.Rho.String(), next.DeltaApprox.String(),
+		next.EpsilonSq.String()); err != nil {
 		return Spend{}, 0, unavailable(err)
 	}
 	rho, dApprox := c.zcdpPart()

@@ -146,3 +146,10 @@ func (n Numeric) String() string {
 	}
 	return digits
 }
+
+// Mul returns n × m exactly, with the sum of the scales, as PostgreSQL's
+// numeric multiplication gives it (numeric.c: mul_var at full precision),
+// so that Σε² computed here and by the ledger's migration agree.
+func (n Numeric) Mul(m Numeric) Numeric {
+	return Numeric{coef: new(big.Int).Mul(n.int(), m.int()), scale: n.scale + m.scale}
+}

@@ -53,6 +53,11 @@ func schemaDDL() []string {
 			ADD COLUMN IF NOT EXISTS actor        text NOT NULL DEFAULT '',
 			ADD COLUMN IF NOT EXISTS rho          numeric NOT NULL DEFAULT 0,
 			ADD COLUMN IF NOT EXISTS delta_approx numeric NOT NULL DEFAULT 0`,
+		// epsilon_sq_spent: Σε², the advanced accountant's filter
+		// (advanced.go). Added after the others: migrateEpsilonSq fills it
+		// for rows that predate it.
+		`ALTER TABLE dpproxy.budgets
+			ADD COLUMN IF NOT EXISTS epsilon_sq_spent numeric NOT NULL DEFAULT 0`,
 		`CREATE INDEX IF NOT EXISTS charges_analyst_at ON dpproxy.charges (analyst, at)`,
 		`CREATE OR REPLACE FUNCTION dpproxy.append_only() RETURNS trigger LANGUAGE plpgsql AS
 			$$BEGIN RAISE EXCEPTION 'dpproxy.% is append-only', TG_TABLE_NAME; END$$`,
@@ -74,8 +79,27 @@ func schemaDDL() []string {
 	}
 }
 
+// hasEpsilonSq is true when dpproxy.budgets has epsilon_sq_spent, asked
+// before schemaDDL adds it, so that Open knows to run migrateEpsilonSq.
+const hasEpsilonSq = `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.budgets') AND attname = 'epsilon_sq_spent' AND NOT attisdropped)`
+
+// migrateEpsilonSq sets Σε² of every row that predates epsilon_sq_spent
+// from the ledger's history: dpproxy.charges records the ε of every charge
+// ever admitted (action 'charge'; grants and limit changes are not spend),
+// in the exact decimal the ledger added to epsilon_spent, so Σε² here is
+// what the running sum would have been had the column always existed (no
+// assumption about the mechanisms is needed: the filter uses only each
+// charge's ε). It runs once, in the transaction that adds the column, under
+// the schema lock; a charge waits for it on the row lock.
+const migrateEpsilonSq = `UPDATE dpproxy.budgets b
+	SET epsilon_sq_spent = s.sq
+	FROM (SELECT analyst, sum(epsilon * epsilon) AS sq FROM dpproxy.charges
+	      WHERE action = 'charge' GROUP BY analyst) s
+	WHERE s.analyst = b.analyst`
+
 // schemaCurrent is true when the ledger has every table and column the
 // newest schemaDDL creates.
 const schemaCurrent = `SELECT to_regclass('dpproxy.answers') IS NOT NULL
 	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.budgets') AND attname = 'delta_granted')
-	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.charges') AND attname = 'delta_approx')`
+	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.charges') AND attname = 'delta_approx')
+	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.budgets') AND attname = 'epsilon_sq_spent' AND NOT attisdropped)`

@@ -12,6 +12,8 @@ type Spend struct {
 	// conversion gives the smaller ε. Under zcdp, EpsilonSpent is
 	// ρ + 2√(ρ·ln(1/δ')) with δ' = DeltaLimit − DeltaApprox, DeltaSpent is
 	// DeltaApprox, and the remaining δ is the δ' the conversion uses.
+	// Under advanced (advanced.go), EpsilonSpent is the smaller of Σε and
+	// the filter's bound, and DeltaSpent includes the δ′ set aside.
 	Accounting string
 	// Rho and DeltaApprox are the zCDP totals, kept under either accounting.
 	Rho, DeltaApprox float64

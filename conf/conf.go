@@ -36,6 +36,11 @@ const (
 	// ρ adds up and is converted to (ε, δ) for the budget check; a charge
 	// is admitted when either accounting keeps the budget.
 	AccountingZCDP = "zcdp"
+	// AccountingAdvanced is advanced composition (Dwork & Roth, Thm. 3.20)
+	// as a privacy filter valid when each query's ε is chosen adaptively,
+	// beside basic composition (budget/advanced.go); it sets aside
+	// privacy.advanced_delta of every analyst's δ.
+	AccountingAdvanced = "advanced"
 )
 
 // Auth methods accepted in auth.method.
@@ -55,6 +60,10 @@ const (
 	DefaultMaxRowsPerUnit     = 8
 	DefaultLedger             = "postgres"
 	DefaultAccounting         = AccountingBasic
+	// DefaultAdvancedDelta is δ′ of advanced accounting
+	// (privacy.advanced_delta): the probability that the privacy loss
+	// exceeds the ε the filter certifies.
+	DefaultAdvancedDelta = 1e-7
 	// DefaultResponseQuantum and DefaultMaxQueryTime: see Privacy and
 	// docs/threat-model.md, "Timing", for the measurements behind them.
 	DefaultResponseQuantum = 100 * time.Millisecond
@@ -157,6 +166,9 @@ type Privacy struct {
 	Ledger             string  `yaml:"ledger"`
 	// Accounting is how charges compose: basic (default) or zcdp.
 	Accounting string `yaml:"accounting"`
+	// AdvancedDelta is δ′ of advanced accounting, in (0, 1): the part of
+	// each analyst's δ limit the advanced filter sets aside.
+	AdvancedDelta float64 `yaml:"advanced_delta"`
 	// ResponseQuantum is the clock of private queries: an answer or error
 	// is released at the end of the slot (a multiple of ResponseQuantum
 	// since the query arrived) in which it became ready, so that its
@@ -266,6 +278,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Privacy.Ledger == "" {
 		c.Privacy.Ledger = DefaultLedger
+	}
+	if c.Privacy.AdvancedDelta == 0 {
+		c.Privacy.AdvancedDelta = DefaultAdvancedDelta
 	}
 	if c.Privacy.Accounting == "" {
 		c.Privacy.Accounting = DefaultAccounting
@@ -381,9 +396,12 @@ func (c *Config) validate(getenv func(string) string) error {
 		p.add("privacy.ledger", "file ledgers are not supported: a file cannot be shared safely by several proxies nor hold the answer cache; use postgres (schema dpproxy in the upstream, or any PostgreSQL)")
 	}
 	switch pr.Accounting {
-	case AccountingBasic, AccountingZCDP:
+	case AccountingBasic, AccountingZCDP, AccountingAdvanced:
 	default:
-		p.add("privacy.accounting", "%q is not one of basic, zcdp", pr.Accounting)
+		p.add("privacy.accounting", "%q is not one of basic, zcdp, advanced", pr.Accounting)
+	}
+	if !(pr.AdvancedDelta > 0 && pr.AdvancedDelta < 1) {
+		p.add("privacy.advanced_delta", "must lie in (0, 1), got %v", pr.AdvancedDelta)
 	}
 	switch {
 	case pr.ResponseQuantum < time.Millisecond || pr.ResponseQuantum > time.Minute:

@@ -96,6 +96,9 @@ func TestParseReportsEveryProblem(t *testing.T) {
 		{"epsilon above max", "epsilon: 0.5", "epsilon: 3\n  max_epsilon_per_query: 2", []string{"exceeds privacy.max_epsilon_per_query"}},
 		{"file ledger", "delta: 1.0e-8", "delta: 1.0e-8\n  ledger: file:/tmp/x", []string{"privacy.ledger"}},
 		{"accounting", "delta: 1.0e-8", "delta: 1.0e-8\n  accounting: rdp", []string{"privacy.accounting", "rdp"}},
+		{"advanced delta one", "delta: 1.0e-8", "delta: 1.0e-8\n  accounting: advanced\n  advanced_delta: 1", []string{"privacy.advanced_delta", "(0, 1)"}},
+		{"advanced delta negative", "delta: 1.0e-8", "delta: 1.0e-8\n  advanced_delta: -1.0e-7", []string{"privacy.advanced_delta"}},
+		{"advanced delta nan", "delta: 1.0e-8", "delta: 1.0e-8\n  advanced_delta: .nan", []string{"privacy.advanced_delta"}},
 		{"public with unit", "products: {public: true}", "products: {public: true, privacy_unit: id}", []string{"tables.products", "public table"}},
 		{"bad table name", "products: {public: true}", "a.b.c: {public: true}", []string{"tables.a.b.c"}},
 		{"no upstream", "upstream: postgres://dp@127.0.0.1/shop", "", []string{"upstream", "missing"}},
@@ -225,5 +228,24 @@ func TestPrivacyClock(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("Parse with %q = %v, want an error naming %s", bad.set, err, bad.want)
 		}
+	}
+}
+
+// TestAdvancedAccounting: advanced is an accepted accounting, and
+// privacy.advanced_delta defaults to DefaultAdvancedDelta.
+func TestAdvancedAccounting(t *testing.T) {
+	c, err := Parse("good.yaml", []byte(good), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Privacy.Accounting != AccountingBasic || c.Privacy.AdvancedDelta != DefaultAdvancedDelta {
+		t.Errorf("defaults: accounting %q, advanced_delta %v", c.Privacy.Accounting, c.Privacy.AdvancedDelta)
+	}
+	c, err = Parse("good.yaml", []byte(strings.Replace(good, "delta: 1.0e-8", "delta: 1.0e-8\n  accounting: advanced\n  advanced_delta: 1.0e-6", 1)), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Privacy.Accounting != AccountingAdvanced || c.Privacy.AdvancedDelta != 1e-6 {
+		t.Errorf("accounting %q, advanced_delta %v", c.Privacy.Accounting, c.Privacy.AdvancedDelta)
 	}
 }

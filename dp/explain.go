@@ -48,6 +48,9 @@ type Budget struct {
 	// ZCDP is set under zCDP accounting, where what a query adds in ε
 	// depends on what was spent before.
 	ZCDP bool
+	// Advanced is set under advanced accounting (budget/advanced.go),
+	// where likewise the ε a query adds depends on what was spent before.
+	Advanced bool
 }
 
 // Explain is the text of EXPLAIN DP, one line per row: how the query would
@@ -118,6 +121,12 @@ func (s *Spec) ExplainBudget(b Budget) []string {
 		// overstate what is left, so say only what is known.
 		return []string{fmt.Sprintf("Budget now (zCDP accounting): ε=%s δ=%s left; this query adds ρ to the ledger's zCDP total and its ε cost after conversion is known once it runs (SHOW dp.budget)",
 			formatNum(b.EpsilonLeft), formatNum(b.DeltaLeft))}
+	}
+	if b.Advanced {
+		// The filter's ε grows with Σε², not Σε: as under zCDP, plain
+		// subtraction would misstate what is left.
+		return []string{fmt.Sprintf("Budget now (advanced accounting): ε=%s δ=%s left; this query adds ε²=%s to the filter's Σε², and what it costs in ε depends on what was spent before (SHOW dp.budget)",
+			formatNum(b.EpsilonLeft), formatNum(b.DeltaLeft), formatNum(s.total.Epsilon*s.total.Epsilon))}
 	}
 	lines := []string{fmt.Sprintf("Budget left after this query: ε=%s δ=%s (now ε=%s δ=%s)",
 		formatNum(math.Max(0, b.EpsilonLeft-s.total.Epsilon)), formatNum(math.Max(0, b.DeltaLeft-s.total.Delta)),

@@ -149,3 +149,20 @@ func TestUnknownKindRefused(t *testing.T) {
 		t.Errorf("NewSpec with an unknown kind: %v, want XX000", err)
 	}
 }
+
+// TestExplainBudgetAdvanced: under advanced accounting EXPLAIN DP does not
+// subtract the query's ε from what is left (the filter is not additive).
+func TestExplainBudgetAdvanced(t *testing.T) {
+	p, err := NewPrivacy(conf.Laplace, 0.5, 1e-6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSpec(onePlan(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := s.ExplainBudget(Budget{EpsilonLeft: 3, DeltaLeft: 1e-6, Advanced: true})
+	if len(lines) != 1 || !strings.Contains(lines[0], "advanced accounting") || !strings.Contains(lines[0], "ε=3 ") || !strings.Contains(lines[0], "ε²=0.25") {
+		t.Errorf("ExplainBudget = %q", lines)
+	}
+}

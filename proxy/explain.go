@@ -42,7 +42,8 @@ func (ss *session) budgetLeft(ctx context.Context) *dp.Budget {
 		return nil
 	}
 	return &dp.Budget{EpsilonLeft: sp.EpsilonRemaining(), DeltaLeft: sp.DeltaRemaining(),
-		ZCDP: ss.srv.cfg.Privacy.Accounting == conf.AccountingZCDP}
+		ZCDP:     ss.srv.cfg.Privacy.Accounting == conf.AccountingZCDP,
+		Advanced: ss.srv.cfg.Privacy.Accounting == conf.AccountingAdvanced}
 }
 
 func explainResult(lines []string) *result {

@@ -66,7 +66,7 @@ func budgetCmd(args []string, out io.Writer) error {
 		return fmt.Errorf("budget: connect: %w", err)
 	}
 	defer pool.Close()
-	l, err := budget.Attach(ctx, pool, budget.Options{Accounting: cfg.Privacy.Accounting})
+	l, err := budget.Attach(ctx, pool, budget.Options{Accounting: cfg.Privacy.Accounting, AdvancedDelta: cfg.Privacy.AdvancedDelta})
 	if err != nil {
 		return err
 	}
