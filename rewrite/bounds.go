@@ -15,21 +15,55 @@ import (
 
 // numConst returns the value of a numeric constant (possibly cast).
 func numConst(n *pg_query.Node) (float64, bool) {
+	var cast *pg_query.TypeName
 	if tc := n.GetTypeCast(); tc != nil {
-		n = tc.Arg
+		n, cast = tc.Arg, tc.TypeName
 	}
 	c := n.GetAConst()
 	if c == nil || c.Isnull {
 		return 0, false
 	}
-	switch v := c.Val.(type) {
+	var v float64
+	switch x := c.Val.(type) {
 	case *pg_query.A_Const_Ival:
-		return float64(v.Ival.Ival), true
+		v = float64(x.Ival.Ival)
 	case *pg_query.A_Const_Fval:
-		f, err := strconv.ParseFloat(v.Fval.Fval, 64)
-		return f, err == nil && !math.IsInf(f, 0)
+		f, err := strconv.ParseFloat(x.Fval.Fval, 64)
+		if err != nil || math.IsInf(f, 0) {
+			return 0, false
+		}
+		v = f
+	default:
+		return 0, false
 	}
-	return 0, false
+	if cast != nil && !castKeepsValue(cast, v) {
+		return 0, false
+	}
+	return v, true
+}
+
+// castKeepsValue reports whether casting the number literal v to t leaves
+// its value as numConst read it. Only then may a cast constant stand for
+// its literal: 0.4::int4 is 0 and 0.04::numeric(2,1) is 0.0, so a divisor
+// or a bound read through such a cast would be another number than the
+// one PostgreSQL computes (red team, issue 14: a division by 0.4::int4
+// failed on exactly the rows present). Anything else is not a constant
+// here, and what needs one refuses it.
+func castKeepsValue(t *pg_query.TypeName, v float64) bool {
+	if len(t.GetTypmods()) > 0 || len(t.GetArrayBounds()) > 0 || len(t.GetNames()) == 0 {
+		return false
+	}
+	switch t.Names[len(t.Names)-1].GetString_().GetSval() {
+	case "numeric", "float8":
+		return true
+	case "int2":
+		return v == math.Trunc(v) && math.Abs(v) <= math.MaxInt16
+	case "int4":
+		return v == math.Trunc(v) && math.Abs(v) <= math.MaxInt32
+	case "int8":
+		return v == math.Trunc(v) && math.Abs(v) < 1<<53
+	}
+	return false
 }
 
 // argBounds derives clamping bounds for an aggregate's argument: a
