@@ -114,10 +114,15 @@ func (ss *session) evalConstants(ctx context.Context, plan *rewrite.Plan, p *par
 		if err := tc.Check(typeOf[tc.Param]); err != nil {
 			return nil, err
 		}
-		if tc.Pattern && p != nil {
-			// A LIKE pattern bound per execution: checked here, before
-			// the charge, as PostgreSQL would fail on a bad one only when
-			// a row reaches its end.
+		if tc.Pattern {
+			// A LIKE pattern bound per execution (a client's parameter or
+			// a constant evaluated above, in the simple protocol too):
+			// checked here, before the charge and before anything is
+			// planned (the planner matches it against the column's
+			// statistics), as PostgreSQL would fail on a bad one only
+			// when a row reaches its end. Its type is text or varchar
+			// (TypeCheck.Check above), so these bytes are exactly the
+			// text the operator receives.
 			if err := tc.CheckPattern(cv.value(tc.Param, plan.NumParams, p)); err != nil {
 				return nil, err
 			}
@@ -130,7 +135,7 @@ func (ss *session) evalConstants(ctx context.Context, plan *rewrite.Plan, p *par
 // ($1..$numParams) or an evaluated constant; nil for NULL.
 func (c *constValues) value(n, numParams int, p *params) []byte {
 	if n <= numParams {
-		if n-1 < len(p.values) {
+		if p != nil && n-1 < len(p.values) {
 			return p.values[n-1]
 		}
 		return nil

@@ -1,9 +1,11 @@
 package rewrite
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
@@ -66,7 +68,15 @@ type TypeCheck struct {
 // text and binary formats of the string types are the same bytes), nil
 // for NULL.
 func (c TypeCheck) CheckPattern(value []byte) error {
-	if !c.Pattern || value == nil || validLikePattern(string(value)) {
+	if !c.Pattern || value == nil {
+		return nil
+	}
+	if n := utf8.RuneCount(value); n > maxLikePattern {
+		return &RejectError{Code: pgerr.FeatureNotSupported, Refusal: true, Message: fmt.Sprintf("a LIKE pattern over a private table may have at most %d characters, this one has %d: "+
+			"matching a long pattern costs time in proportion to each matching person's values, which the running time would reveal", maxLikePattern, n),
+			Detail: "$" + strconv.Itoa(c.Param) + " is a LIKE pattern; dpproxy checks its value before reading any private row"}
+	}
+	if validLikePattern(string(value)) {
 		return nil
 	}
 	return &RejectError{Code: pgerr.InsufficientPrivilege, Refusal: true, Message: "LIKE pattern must not end with escape character",
@@ -179,7 +189,7 @@ func (t *totality) checkPattern(param int) {
 			return
 		}
 	}
-	t.checks = append(t.checks, TypeCheck{Param: param, Types: []string{"bpchar", "name", "text", "varchar"}, What: "a LIKE pattern", Pattern: true})
+	t.checks = append(t.checks, TypeCheck{Param: param, Types: []string{"text", "varchar"}, What: "a LIKE pattern", Pattern: true})
 }
 
 // hoist records a constant expression and returns the parameter it is

@@ -159,6 +159,13 @@ func (p *planner) released(n *pg_query.Node) (string, error) {
 				err = reject(pgerr.InsufficientPrivilege, v.FuncCall.Location, "function %s is not allowed on the results of a query over private table %s", name, p.table.QualifiedName())
 				return true
 			}
+		case *pg_query.Node_AExpr:
+			// Checked before it becomes a released column's: PostgreSQL
+			// moves a HAVING condition on a key into WHERE when it plans
+			// the original statement before the charge.
+			if err = p.postPattern(v.AExpr); err != nil {
+				return true
+			}
 		case *pg_query.Node_SubLink:
 			err = reject(pgerr.FeatureNotSupported, v.SubLink.Location, "subqueries are not supported in queries over private table %s", p.table.QualifiedName())
 			return true

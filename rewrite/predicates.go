@@ -1,6 +1,8 @@
 package rewrite
 
 import (
+	"unicode/utf8"
+
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
 
@@ -258,14 +260,13 @@ func (p *planner) like(e *pg_query.A_Expr) (texpr, error) {
 	if f := scalarTypes[left.typ]; left.typ != "" && left.typ != unknownType && left.slot == 0 && f != famString {
 		return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "LIKE on %s (%s) is refused on private table %s: only strings may be matched", describe(e.Lexpr), shownType(left.typ), tname)
 	}
-	pat := e.Rexpr
-	if tc := pat.GetTypeCast(); tc != nil {
-		if t, ok := castType(tc.TypeName); ok && scalarTypes[t] == famString {
-			pat = tc.Arg
-		}
+	c := likeLiteral(e.Rexpr)
+	if tc := e.Rexpr.GetTypeCast(); c == nil && tc != nil && tc.Arg.GetAConst() != nil {
+		// 'p\h'::varchar(2) is 'p\', '%\ '::bpchar is '%\' as text: the
+		// text PostgreSQL matches is not the literal's.
+		return texpr{}, reject(pgerr.InsufficientPrivilege, tc.Location, "a LIKE pattern over private table %s may be cast only to text or to varchar without a length: a cast to %s changes the text PostgreSQL matches (it may cut or trim it), so dpproxy could not check it", tname, typeNameString(tc.TypeName))
 	}
-	c := pat.GetAConst()
-	if c == nil || c.GetSval() == nil {
+	if c == nil {
 		// A parameter or constant expression ($1, lower($1), '%' || $1 ||
 		// '%'): bound per execution, a string, its value checked by the
 		// proxy before the charge (TypeCheck.Pattern).
@@ -291,6 +292,63 @@ func (p *planner) like(e *pg_query.A_Expr) (texpr, error) {
 	out := proto.Clone(e).(*pg_query.A_Expr)
 	out.Lexpr = left.out
 	return texpr{out: &pg_query.Node{Node: &pg_query.Node_AExpr{AExpr: out}}, typ: "bool", deps: left.deps}, nil
+}
+
+// postPattern checks a LIKE, ILIKE or regular expression in the
+// post-processing (HAVING, ORDER BY, outputs). It runs on released values
+// after the charge, but the original statement is planned before the
+// charge (proxy/precharge.go), and PostgreSQL moves a HAVING condition on
+// a group key into WHERE, where estimating its selectivity matches the
+// pattern against the column's statistics (most common values, histogram
+// bounds): a pattern that fails on some of them only would answer for
+// free. So the pattern must be a literal, valid and short, as in WHERE;
+// regular expressions and SIMILAR TO are refused here too.
+func (p *planner) postPattern(e *pg_query.A_Expr) error {
+	tname := p.table.QualifiedName()
+	op := ""
+	if len(e.Name) == 1 {
+		op = e.Name[0].GetString_().GetSval()
+	}
+	switch {
+	case e.Kind == pg_query.A_Expr_Kind_AEXPR_SIMILAR, regexOps[op]:
+		return reject(pgerr.InsufficientPrivilege, e.Location, "regular expressions and SIMILAR TO are not allowed on private table %s", tname)
+	case e.Kind == pg_query.A_Expr_Kind_AEXPR_LIKE, e.Kind == pg_query.A_Expr_Kind_AEXPR_ILIKE, e.Kind == pg_query.A_Expr_Kind_AEXPR_OP && likeOps[op]:
+	default:
+		return nil
+	}
+	c := likeLiteral(e.Rexpr)
+	if c == nil {
+		return reject(pgerr.InsufficientPrivilege, e.Location, "a LIKE pattern over the results of a query over private table %s must be a string literal (cast, if at all, to text or varchar without a length)", tname)
+	}
+	if !validLikePattern(c.GetSval().GetSval()) {
+		return reject(pgerr.InsufficientPrivilege, c.Location, "LIKE pattern must not end with escape character")
+	}
+	if n := utf8.RuneCountInString(c.GetSval().GetSval()); n > maxLikePattern {
+		return reject(pgerr.FeatureNotSupported, c.Location, "a LIKE pattern over a private table may have at most %d characters, this one has %d", maxLikePattern, n)
+	}
+	return nil
+}
+
+// likeLiteral returns the string literal a LIKE pattern is, when the text
+// PostgreSQL matches is exactly the literal's: a plain string, or one
+// cast to text or to varchar without a length (the operator takes text,
+// and neither cast changes a byte). Any other cast changes the text
+// (varchar(n) and char(n) cut it, bpchar drops trailing spaces when it
+// becomes text, name cuts it to 63 bytes): such a pattern is not a
+// literal, and like() refuses it or has it evaluated and checked as the
+// value the operator receives.
+func likeLiteral(n *pg_query.Node) *pg_query.A_Const {
+	if tc := n.GetTypeCast(); tc != nil {
+		t, ok := castType(tc.TypeName)
+		if !ok || (t != "text" && t != "varchar") || len(tc.TypeName.Typmods) > 0 || tc.TypeName.TypeOid != 0 {
+			return nil
+		}
+		n = tc.Arg
+	}
+	if c := n.GetAConst(); c != nil && c.GetSval() != nil {
+		return c
+	}
+	return nil
 }
 
 // validLikePattern reports whether every backslash escapes a character.

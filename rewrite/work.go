@@ -37,11 +37,9 @@ func (p *planner) boundedWork(sel *pg_query.SelectStmt) error {
 		if !ok || err != nil || (e.Kind != pg_query.A_Expr_Kind_AEXPR_LIKE && e.Kind != pg_query.A_Expr_Kind_AEXPR_ILIKE) {
 			return err == nil
 		}
-		pat := e.Rexpr
-		if tc := pat.GetTypeCast(); tc != nil {
-			pat = tc.Arg
-		}
-		if c := pat.GetAConst(); c != nil && c.GetSval() != nil {
+		// A pattern that is not a literal is evaluated before the charge
+		// and its value checked against the same bound (CheckPattern).
+		if c := likeLiteral(e.Rexpr); c != nil {
 			if n := utf8.RuneCountInString(c.GetSval().GetSval()); n > maxLikePattern {
 				err = reject(pgerr.FeatureNotSupported, c.Location, "a LIKE pattern over a private table may have at most %d characters, this one has %d: "+
 					"matching a long pattern costs time in proportion to each matching person's values, which the running time would reveal", maxLikePattern, n)
