@@ -412,10 +412,19 @@ func (p *planner) typeDigits(ref *pg_query.ColumnRef) (float64, bool) {
 	if p.a.opts.IntegerColumns[key] {
 		return 63 * math.Log10(2), true
 	}
-	if tm, ok := p.a.opts.NumericTypmods[key]; ok && c.private {
+	if tm, ok := p.declaredNumeric(c); ok {
 		return float64(tm[0] - tm[1]), true
 	}
 	return 0, false
+}
+
+// declaredNumeric is the declared precision and scale of a private
+// numeric(p,s) column, whose type bounds it by 10^(p−s): the rule
+// conditions (condarith.go) and arithmetic in aggregate arguments and
+// keys (typeDigits) share.
+func (p *planner) declaredNumeric(c *colRef) ([2]int, bool) {
+	tm, ok := p.a.opts.NumericTypmods[p.table.QualifiedName()+"."+c.name]
+	return tm, ok && c.private
 }
 
 // boundsDigits is log10 of the larger magnitude of [lo, hi], at least 0.
