@@ -25,7 +25,11 @@ import (
 // within ±maxArithValue; its constants may have at most maxArithScale
 // digits after the point, at most maxArithConsts of them, and non-integer
 // columns are rounded to maxArithScale digits first, so that the result's
-// scale stays far below PostgreSQL's limit whatever the rows hold.
+// scale stays far below PostgreSQL's limit whatever the rows hold. The
+// configured bounds do not bound what the rows hold, so a column whose
+// type does not bound it either is clamped to them before the arithmetic
+// and the digits of the whole expression are checked too (maxArithDigits
+// below).
 const (
 	maxArithValue  = 1e100
 	maxArithScale  = 30
