@@ -434,6 +434,73 @@ func TestLikePatternPlannerStatistics(t *testing.T) {
 						t.Errorf("%s: the responses depend on the column's statistics: %q", s.sql, got)
 						break
 					}
+
+// TestTotalityUnboundedArithmetic is issue 14, finding 3: arithmetic over
+// a column whose type does not bound its values (an unconstrained
+// numeric, a float) in an aggregate argument or a group key. A person
+// with v = 10^70000 made sum(v * v) and floor(v * v) fail with 22003
+// (numeric overflow) after the charge, while an absent person's query
+// was answered. The operands are now clamped to their configured bounds
+// before the arithmetic, and the digits of the whole expression bounded:
+// present and absent person get the same kind of outcome.
+func TestTotalityUnboundedArithmetic(t *testing.T) {
+	up := direct(t)
+	if _, err := up.Exec(ctx, `DROP TABLE IF EXISTS rt_nums; CREATE TABLE rt_nums (uid int, v numeric, f float8);
+		INSERT INTO rt_nums SELECT u, 1, 1 FROM generate_series(1, 50) u;
+		INSERT INTO rt_nums VALUES (7, 10::numeric ^ 70000, 1.7e308);`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { up.Exec(context.Background(), "DROP TABLE IF EXISTS rt_nums") })
+	yaml := `listen: 127.0.0.1:0
+upstream: UPSTREAM
+auth:
+  method: scram-sha-256
+  users:
+    - {name: rtarith, password_env: PW, budget: {epsilon: 1000, delta: 1.0e-3}}
+privacy:
+  epsilon: 1.0
+  max_epsilon_per_query: 5.0
+  delta: 1.0e-7
+tables:
+  public.rt_nums: {privacy_unit: uid, max_groups_per_unit: 1, max_rows_per_unit: 2, columns: {v: {lower: 0, upper: 10}, f: {lower: 0, upper: 10}}}
+`
+	_, addr, _ := startProxyWith(t, configFor(t, yaml, map[string]string{"PW": "pw"}))
+	probes := []string{
+		`SELECT sum(v * v) FROM rt_nums WHERE uid = %d`,
+		`SELECT floor(v * v) AS k, count(*) FROM rt_nums WHERE uid = %d GROUP BY 1`,
+		`SELECT avg(v + v) FROM rt_nums WHERE uid = %d`,
+		`SELECT sum(f * f) FROM rt_nums WHERE uid = %d`,
+		`SELECT sum(f::numeric * f::numeric * f::numeric) FROM rt_nums WHERE uid = %d`,
+		`SELECT sum(floor(v) * floor(v)) FROM rt_nums WHERE uid = %d`,
+		`SELECT floor(f * f * f) AS k, count(*) FROM rt_nums WHERE uid = %d GROUP BY 1`,
+	}
+	outcome := func(conn *pgx.Conn, sql string) string {
+		rows, err := conn.Query(ctx, sql)
+		if err == nil {
+			for rows.Next() {
+			}
+			rows.Close()
+			err = rows.Err()
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			return "error " + pgErr.Code + " " + pgErr.Message
+		}
+		if err != nil {
+			return "error " + err.Error()
+		}
+		return "answered"
+	}
+	for _, m := range attackModes {
+		t.Run(m.name, func(t *testing.T) {
+			conn := connectAt(t, addr, "rtarith", "pw", m.mode)
+			for _, p := range probes {
+				present, absent := outcome(conn, fmt.Sprintf(p, 7)), outcome(conn, fmt.Sprintf(p, 8))
+				if present != absent {
+					t.Errorf("%s: person 7 (v = 10^70000) got %q, absent person 8 got %q", p, present, absent)
+				}
+				if strings.Contains(present, "XX000") || strings.Contains(present, "22003") {
+					t.Errorf("%s: failed after the charge: %s", p, present)
 				}
 			}
 		})
@@ -453,4 +520,5 @@ func TestLikePatternPlannerStatistics(t *testing.T) {
 	if got[0] != got[1] {
 		t.Errorf("bound patterns: the responses depend on the column's statistics: %q", got)
 	}
+
 }

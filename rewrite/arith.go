@@ -25,7 +25,11 @@ import (
 // within ±maxArithValue; its constants may have at most maxArithScale
 // digits after the point, at most maxArithConsts of them, and non-integer
 // columns are rounded to maxArithScale digits first, so that the result's
-// scale stays far below PostgreSQL's limit whatever the rows hold.
+// scale stays far below PostgreSQL's limit whatever the rows hold. The
+// configured bounds do not bound what the rows hold, so a column whose
+// type does not bound it either is clamped to them before the arithmetic
+// and the digits of the whole expression are checked too (maxArithDigits
+// below).
 const (
 	maxArithValue  = 1e100
 	maxArithScale  = 30
@@ -42,6 +46,9 @@ func (p *planner) arithInRange(n *pg_query.Node) error {
 	}
 	if !empty && !(math.Abs(lo) <= maxArithValue && math.Abs(hi) <= maxArithValue) {
 		return reject(pgerr.InsufficientPrivilege, exprLocation(n), "arithmetic %s is refused on private table %s: its value could exceed ±1e100 (an overflow would depend on private values)", describe(n), tname)
+	}
+	if d, ok := p.arithDigits(n, true); !ok || d > maxArithDigits {
+		return reject(pgerr.InsufficientPrivilege, exprLocation(n), "arithmetic %s is refused on private table %s: for values its columns' types allow (beyond their configured bounds) it could exceed numeric's range, and an overflow would depend on private values", describe(n), tname)
 	}
 	consts := 0
 	var err error
@@ -147,6 +154,15 @@ func (p *planner) arith(e *pg_query.A_Expr, key bool) (texpr, error) {
 				out = p.arithOperand(ref, out)
 			} else if (*side).GetAExpr() == nil && !p.boundedNumeric(*side, t) {
 				return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "arithmetic on %s is refused on private table %s: only bounded columns, extract(...) of a date or time (numeric) and constants may be combined", describe(*side), tname)
+			}
+			// A column whose type does not bound its values is clamped to
+			// its configured bounds first (see maxArithDigits).
+			if p.arithClamp(*side) {
+				lo, hi, ok := p.argBounds(*side)
+				if !ok {
+					return texpr{}, reject(pgerr.InsufficientPrivilege, e.Location, "arithmetic on %s is refused on private table %s: it needs lower and upper bounds (overflow would depend on private values)", describe(*side), tname)
+				}
+				out = clampNode(out, lo, hi)
 			}
 		}
 		*side = out
@@ -352,4 +368,167 @@ func intervalLiteral(n *pg_query.Node) bool {
 	}
 	t, ok := castType(tc.TypeName)
 	return ok && t == "interval"
+}
+
+// Magnitudes of arithmetic over private columns (issue 14). The checks
+// above use the configured bounds, which the rows need not respect: an
+// unconstrained numeric column holds values up to 10^131072 and a float
+// cast to numeric up to 1.8e308, so a product of them overflows numeric
+// (22003) only for the rows holding such values, and one person's row
+// could make sum(v * v) or a key floor(v * v) fail after the charge. So
+// every column operand of arithmetic in an aggregate argument or a group
+// key has a magnitude known before the query runs:
+//
+//   - bounded by its type: int2, int4, int8 (2^15, 2^31, 2^63) and
+//     numeric(p,s) (10^(p−s));
+//   - otherwise (unconstrained numeric, float4, float8, unknown types) it
+//     is clamped to its configured bounds before the arithmetic, NULL
+//     kept NULL (clampNode), which does not change a value within them;
+//     a floor/ceil/round/trunc of such a column likewise.
+//
+// With those magnitudes the number of digits before the point of the
+// whole expression is bounded (arithDigits: a product adds its factors'
+// digits, a sum adds at most one) and must stay within maxArithDigits,
+// far below numeric's 131072. Conditions cannot clamp (they are printed
+// as written) and refuse the unbounded types instead (condarith.go);
+// both read a column's type bound from typeDigits.
+const maxArithDigits = 100000
+
+// typeDigits is log10 of the largest magnitude a private column's type
+// allows (int2/int4/int8, numeric(p,s)); ok is false for a type that
+// does not bound its values.
+func (p *planner) typeDigits(ref *pg_query.ColumnRef) (float64, bool) {
+	c, err := p.column(ref)
+	if err != nil {
+		return 0, false
+	}
+	key := p.table.QualifiedName() + "." + c.name
+	if t, err := p.columnType(ref, c); err == nil {
+		switch t {
+		case "int2":
+			return 15 * math.Log10(2), true
+		case "int4":
+			return 31 * math.Log10(2), true
+		case "int8":
+			return 63 * math.Log10(2), true
+		}
+	}
+	if p.a.opts.IntegerColumns[key] {
+		return 63 * math.Log10(2), true
+	}
+	if tm, ok := p.declaredNumeric(c); ok {
+		return float64(tm[0] - tm[1]), true
+	}
+	return 0, false
+}
+
+// declaredNumeric is the declared precision and scale of a private
+// numeric(p,s) column, whose type bounds it by 10^(p−s): the rule
+// conditions (condarith.go) and arithmetic in aggregate arguments and
+// keys (typeDigits) share.
+func (p *planner) declaredNumeric(c *colRef) ([2]int, bool) {
+	tm, ok := p.a.opts.NumericTypmods[p.table.QualifiedName()+"."+c.name]
+	return tm, ok && c.private
+}
+
+// boundsDigits is log10 of the larger magnitude of [lo, hi], at least 0.
+func boundsDigits(lo, hi float64) float64 {
+	m := math.Max(math.Abs(lo), math.Abs(hi))
+	if m <= 1 {
+		return 0
+	}
+	return math.Log10(m)
+}
+
+// arithDigits bounds log10 of the magnitude of n as arith prints it:
+// operand says n is an operand of arithmetic, where a column or a
+// rounding function of unbounded type is clamped to its configured bounds
+// (arithClamp); elsewhere only its type bounds it. ok is false when
+// nothing bounds it.
+func (p *planner) arithDigits(n *pg_query.Node, operand bool) (float64, bool) {
+	if n == nil {
+		return 0, true
+	}
+	if !p.mentionsColumn(n) {
+		lo, hi, _, ok := p.bounds1(n)
+		return boundsDigits(lo, hi), ok
+	}
+	switch x := n.GetNode().(type) {
+	case *pg_query.Node_ColumnRef:
+		if d, ok := p.typeDigits(x.ColumnRef); ok {
+			return d, true
+		}
+		if operand {
+			lo, hi, ok := p.argBounds(n)
+			return boundsDigits(lo, hi), ok
+		}
+	case *pg_query.Node_FuncCall:
+		fc := x.FuncCall
+		_, name := funcName(fc)
+		switch name {
+		case "extract":
+			lo, hi, _, ok := p.bounds1(n)
+			return boundsDigits(lo, hi), ok
+		case "floor", "ceil", "ceiling", "round", "trunc":
+			if len(fc.Args) == 1 {
+				if d, ok := p.arithDigits(fc.Args[0], false); ok {
+					return d + 1, true
+				}
+				if operand {
+					lo, hi, ok := p.argBounds(n)
+					return boundsDigits(lo, hi), ok
+				}
+			}
+		}
+	case *pg_query.Node_AExpr:
+		e := x.AExpr
+		if e.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 {
+			return 0, false
+		}
+		a, oka := p.arithDigits(e.Lexpr, true)
+		b, okb := p.arithDigits(e.Rexpr, true)
+		if !oka || !okb {
+			return 0, false
+		}
+		switch e.Name[0].GetString_().GetSval() {
+		case "+", "-":
+			if e.Lexpr == nil {
+				return b, true
+			}
+			hi, lo := math.Max(a, b), math.Min(a, b)
+			return hi + math.Log10(1+math.Pow(10, lo-hi)), true
+		case "*":
+			return a + b, true
+		case "/":
+			v, ok := numConst(e.Rexpr)
+			if !ok || v == 0 {
+				return 0, false
+			}
+			return a + math.Max(0, -math.Log10(math.Abs(v))), true
+		}
+	}
+	return 0, false
+}
+
+// arithClamp reports whether an operand of arithmetic is clamped to its
+// configured bounds before the arithmetic: a column, or a rounding
+// function of one, whose type does not bound it (see arithDigits).
+func (p *planner) arithClamp(n *pg_query.Node) bool {
+	if n.GetColumnRef() == nil && n.GetFuncCall() == nil {
+		return false
+	}
+	_, ok := p.arithDigits(n, false)
+	return !ok
+}
+
+// mentionsColumn reports whether n refers to a column.
+func (p *planner) mentionsColumn(n *pg_query.Node) bool {
+	found := false
+	walk(n.ProtoReflect(), func(m protoreflect.Message) bool {
+		if _, ok := m.Interface().(*pg_query.ColumnRef); ok {
+			found = true
+		}
+		return !found
+	})
+	return found
 }

@@ -214,21 +214,16 @@ func (p *planner) clampCast(arg *pg_query.Node) string {
 // NULL (nullclamp.go).
 func clampNode(n *pg_query.Node, lo, hi float64) *pg_query.Node {
 	lit := func(v float64) *pg_query.Node {
+		// A negative bound is a negative constant, as PostgreSQL's parser
+		// reads "-1.5" (not unary minus applied to 1.5), so that the
+		// printed clamp parses back to the same tree (sqltext.go).
 		s := strconv.FormatFloat(v, 'f', -1, 64)
-		neg := strings.HasPrefix(s, "-")
-		s = strings.TrimPrefix(s, "-")
-		var c *pg_query.Node
-		if strings.Contains(s, ".") {
-			c = &pg_query.Node{Node: &pg_query.Node_AConst{AConst: &pg_query.A_Const{Val: &pg_query.A_Const_Fval{Fval: &pg_query.Float{Fval: s}}, Location: -1}}}
-		} else if i, err := strconv.ParseInt(s, 10, 32); err == nil {
-			c = pg_query.MakeAConstIntNode(i, -1)
-		} else {
-			c = &pg_query.Node{Node: &pg_query.Node_AConst{AConst: &pg_query.A_Const{Val: &pg_query.A_Const_Fval{Fval: &pg_query.Float{Fval: s}}, Location: -1}}}
+		if !strings.Contains(s, ".") {
+			if i, err := strconv.ParseInt(s, 10, 32); err == nil {
+				return pg_query.MakeAConstIntNode(i, -1)
+			}
 		}
-		if neg {
-			return pg_query.MakeAExprNode(pg_query.A_Expr_Kind_AEXPR_OP, []*pg_query.Node{pg_query.MakeStrNode("-")}, nil, c, -1)
-		}
-		return c
+		return &pg_query.Node{Node: &pg_query.Node_AConst{AConst: &pg_query.A_Const{Val: &pg_query.A_Const_Fval{Fval: &pg_query.Float{Fval: s}}, Location: -1}}}
 	}
 	g := &pg_query.Node{Node: &pg_query.Node_MinMaxExpr{MinMaxExpr: &pg_query.MinMaxExpr{Op: pg_query.MinMaxOp_IS_GREATEST, Args: []*pg_query.Node{numericCast(n), lit(lo)}, Location: -1}}}
 	return nullSafeNode(proto.Clone(n).(*pg_query.Node), &pg_query.Node{Node: &pg_query.Node_MinMaxExpr{MinMaxExpr: &pg_query.MinMaxExpr{Op: pg_query.MinMaxOp_IS_LEAST, Args: []*pg_query.Node{g, lit(hi)}, Location: -1}}})

@@ -19,7 +19,9 @@ import (
 // rows hold:
 //
 //   - int2, int4, int8: 2^15, 2^31, 2^63;
-//   - numeric with a declared precision and scale (numeric(10,2)):
+//   - numeric with a declared precision and scale (numeric(10,2),
+//     declaredNumeric, as for arithmetic in aggregate arguments and keys,
+//     arith.go's typeDigits, which clamps the unbounded types instead):
 //     10^(precision − scale), read from the upstream at start
 //     (Options.NumericTypmods; such a column holds no infinity, and NaN
 //     propagates without failing). An unconstrained numeric holds values
@@ -135,7 +137,7 @@ func (p *planner) condOperand(n *pg_query.Node) (condMag, deps, *pg_query.Node, 
 		if t.typ == "numeric" {
 			c, err := p.column(x.ColumnRef)
 			if err == nil {
-				if tm, ok := p.a.opts.NumericTypmods[p.table.QualifiedName()+"."+c.name]; ok && c.private {
+				if tm, ok := p.declaredNumeric(c); ok {
 					return condMag{mag: pow10(tm[0] - tm[1]), scale: tm[1], typ: "numeric"}, t.deps, t.out, nil
 				}
 			}
