@@ -310,6 +310,10 @@ func (p *planner) postPattern(e *pg_query.A_Expr) error {
 		op = e.Name[0].GetString_().GetSval()
 	}
 	switch {
+	case (e.Kind == pg_query.A_Expr_Kind_AEXPR_OP_ANY || e.Kind == pg_query.A_Expr_Kind_AEXPR_OP_ALL) && (likeOps[op] || regexOps[op]):
+		// LIKE ANY (ARRAY[...]) and the like: every pattern of the array
+		// would be matched against the statistics too (red team, issue 14).
+		return reject(pgerr.InsufficientPrivilege, e.Location, "LIKE, ILIKE and regular expressions with ANY or ALL are not allowed over the results of a query over private table %s: write each pattern as its own LIKE, combined with OR or AND", tname)
 	case e.Kind == pg_query.A_Expr_Kind_AEXPR_SIMILAR, regexOps[op]:
 		return reject(pgerr.InsufficientPrivilege, e.Location, "regular expressions and SIMILAR TO are not allowed on private table %s", tname)
 	case e.Kind == pg_query.A_Expr_Kind_AEXPR_LIKE, e.Kind == pg_query.A_Expr_Kind_AEXPR_ILIKE, e.Kind == pg_query.A_Expr_Kind_AEXPR_OP && likeOps[op]:

@@ -34,7 +34,7 @@ func (p *planner) boundedWork(sel *pg_query.SelectStmt) error {
 	var err error
 	walk(sel.ProtoReflect(), func(m protoreflect.Message) bool {
 		e, ok := m.Interface().(*pg_query.A_Expr)
-		if !ok || err != nil || (e.Kind != pg_query.A_Expr_Kind_AEXPR_LIKE && e.Kind != pg_query.A_Expr_Kind_AEXPR_ILIKE) {
+		if !ok || err != nil || !likeExpr(e) {
 			return err == nil
 		}
 		// A pattern that is not a literal is evaluated before the charge
@@ -48,4 +48,17 @@ func (p *planner) boundedWork(sel *pg_query.SelectStmt) error {
 		return err == nil
 	})
 	return err
+}
+
+// likeExpr reports whether e matches a pattern, however it is spelled:
+// LIKE, ILIKE, or their operators ~~, ~~*, !~~, !~~* (red team, issue 14:
+// the operator spelling skipped the length bound), also with ANY or ALL.
+func likeExpr(e *pg_query.A_Expr) bool {
+	switch e.Kind {
+	case pg_query.A_Expr_Kind_AEXPR_LIKE, pg_query.A_Expr_Kind_AEXPR_ILIKE:
+		return true
+	case pg_query.A_Expr_Kind_AEXPR_OP, pg_query.A_Expr_Kind_AEXPR_OP_ANY, pg_query.A_Expr_Kind_AEXPR_OP_ALL:
+		return len(e.Name) == 1 && likeOps[e.Name[0].GetString_().GetSval()]
+	}
+	return false
 }

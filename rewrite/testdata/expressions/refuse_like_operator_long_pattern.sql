@@ -1,0 +1,2 @@
+-- intent: the 128-character bound on a LIKE pattern holds for the operator spelling ~~ too (red team, issue 14: ~~ of a 20,000-character literal took 440 ms for a person with a long value, 5 ms without)
+SELECT count(*) FROM orders WHERE channel ~~ '0x0p+0aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab'
