@@ -14,9 +14,12 @@ import (
 
 // planner holds what is known while one private query is checked.
 type planner struct {
-	a     *Analyzer
-	table *conf.Table
-	rv    *pg_query.RangeVar
+	// mentionMemo remembers mentionsColumn per node during one
+	// arithDigits call (arith.go); nil otherwise.
+	mentionMemo map[*pg_query.Node]bool
+	a           *Analyzer
+	table       *conf.Table
+	rv          *pg_query.RangeVar
 	// refName is how columns of the private table may be qualified: the
 	// alias, or the table name.
 	refName string
