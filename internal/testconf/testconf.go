@@ -45,6 +45,7 @@ const (
 	Audit          = "audit"
 	AuditPrecision = "audit_precision"
 	Visits         = "visits"
+	PubKeys        = "pubkeys"
 	// NoiseHook is the base configuration of cmd/dpproxy's test that no
 	// configuration reaches the test-only noise hook.
 	NoiseHook = "noise_hook"
