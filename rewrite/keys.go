@@ -96,6 +96,7 @@ func (p *planner) groupBy(sel *pg_query.SelectStmt) error {
 		}
 		p.keys = append(p.keys, plannedKey{key: k, node: node, sql: out, col: cr})
 	}
+	p.selectedPublicKeys() // publickeys.go
 	return nil
 }
 

@@ -51,6 +51,20 @@ func (p *planner) publicTableKey(sel *pg_query.SelectStmt, k *GroupKey, ref *pg_
 	return nil
 }
 
+// selectedPublicKeys makes keys from public tables ordinary keys when
+// another key is read from the private rows: the groups then go through
+// partition selection anyway, and the public table need not be read.
+func (p *planner) selectedPublicKeys() {
+	for _, pk := range p.keys {
+		if pk.key.PublicTable == "" && pk.key.PublicValues == nil {
+			for i := range p.keys {
+				p.keys[i].key.PublicTable, p.keys[i].key.KeysSQL = "", ""
+			}
+			return
+		}
+	}
+}
+
 // publicRel is the public relation of the query named schema.table.
 func (p *planner) publicRel(table string) *relRef {
 	for _, r := range p.rels {
