@@ -22,7 +22,9 @@ import (
 func TestPublicTableKeysCostNoSelection(t *testing.T) {
 	const pw = "pubkeys-pw"
 	up := direct(t)
-	if _, err := up.Exec(ctx, `DROP TABLE IF EXISTS pk_products, pk_wide;
+	if _, err := up.Exec(ctx, `DROP TABLE IF EXISTS pk_products, pk_wide, pk_regions;
+		CREATE TABLE pk_regions (name text PRIMARY KEY);
+		INSERT INTO pk_regions VALUES ('north'), ('south'), ('east'), ('west'), ('central');
 		CREATE TABLE pk_products (product_id integer PRIMARY KEY, name text NOT NULL, category text NOT NULL);
 		INSERT INTO pk_products SELECT product_id, name, category FROM products;
 		INSERT INTO pk_products VALUES (1000, 'Rake 1000', 'garden');
@@ -30,8 +32,9 @@ func TestPublicTableKeysCostNoSelection(t *testing.T) {
 		INSERT INTO pk_wide SELECT i FROM generate_series(1, 10001) AS i`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { up.Exec(context.Background(), "DROP TABLE IF EXISTS pk_products, pk_wide") })
-	_, addr, _ := startProxyWith(t, configFor(t, testconf.YAML(testconf.PubKeys), map[string]string{"PW": pw}))
+	t.Cleanup(func() { up.Exec(context.Background(), "DROP TABLE IF EXISTS pk_products, pk_wide, pk_regions") })
+	cfg := configFor(t, testconf.YAML(testconf.PubKeys), map[string]string{"PW": pw})
+	_, addr, _ := startProxyWith(t, cfg)
 	conn, err := dialAt(addr, "e2e_pubkeys", pw)
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +113,34 @@ func TestPublicTableKeysCostNoSelection(t *testing.T) {
 		t.Errorf("the public categories cost ε %v", after.epsSpent-before.epsSpent)
 	}
 
+	// public_values naming pk_regions.name: its five values, read at
+	// start, exactly as the literal list would be: "central" has no
+	// orders and appears; no selection.
+	const byRegion = `SELECT region, count(*) FROM orders GROUP BY region`
+	if got := regions(t, conn, byRegion); got != "central,east,north,south,west" {
+		t.Errorf("regions = %s, want the five of pk_regions", got)
+	}
+	if text := strings.Join(explainLines(t, conn, "EXPLAIN DP "+byRegion), "\n"); !strings.Contains(text, "Column region: group key with public values: all 5 are released") ||
+		strings.Contains(text, "Partition selection") {
+		t.Errorf("EXPLAIN DP of the regions:\n%s", text)
+	}
+	// A value added to pk_regions is a key from the next start on.
+	if _, err := up.Exec(ctx, `INSERT INTO pk_regions VALUES ('islands')`); err != nil {
+		t.Fatal(err)
+	}
+	if got := regions(t, conn, "SELECT region, count(*) FROM orders WHERE amount >= 0 GROUP BY region"); got != "central,east,north,south,west" {
+		t.Errorf("regions before a restart = %s, want the five read at start", got)
+	}
+	_, addr2, _ := startProxyWith(t, cfg)
+	conn2, err := dialAt(addr2, "e2e_pubkeys", pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close(ctx)
+	if got := regions(t, conn2, byRegion); got != "central,east,islands,north,south,west" {
+		t.Errorf("regions after a restart = %s, want the six of pk_regions", got)
+	}
+
 	// More keys than MaxPublicTableKeys: partition selection, as before.
 	wide := explainLines(t, conn, "EXPLAIN DP SELECT w.id, count(*) FROM orders o JOIN pk_wide w ON w.id = o.product_id GROUP BY w.id")
 	if text := strings.Join(wide, "\n"); !strings.Contains(text, "Partition selection") {
@@ -138,4 +169,28 @@ func productCounts(t *testing.T, conn *pgx.Conn, sql string) map[int]int64 {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// regions runs a GROUP BY region query: the released regions, sorted.
+func regions(t *testing.T, conn *pgx.Conn, sql string) string {
+	t.Helper()
+	rows, err := conn.Query(ctx, sql)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var r string
+		var n int64
+		if err := rows.Scan(&r, &n); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
 }

@@ -260,6 +260,9 @@ func (c *checker) table(ctx context.Context, name string) bool {
 		if col.PublicValues != nil {
 			desc = append(desc, fmt.Sprintf("%s public values %s", cn, strings.Join(col.PublicValues, ", ")))
 		}
+		if f := col.PublicValuesFrom; f != nil {
+			desc = append(desc, fmt.Sprintf("%s public values those of %s.%s (read when dpproxy starts)", cn, f.Table, f.Column))
+		}
 	}
 	line := fmt.Sprintf("%s: private, unit %s, at most %d groups per unit and %d rows per unit per group",
 		t.QualifiedName(), t.PrivacyUnit, t.MaxGroupsPerUnit, t.MaxRowsPerUnit)

@@ -24,15 +24,15 @@ import (
 // repeat after a change is a new question.
 
 // withPublicKeys returns plan (a copy when it changes) with the values of
-// every key from a public table filled in, and the digest of those values
-// for the answer cache's key. Above rewrite.MaxPublicTableKeys values for
+// every key from a public table filled in, and the digest of every key's
+// public values (publicValuesDigest) for the answer cache's key. Above rewrite.MaxPublicTableKeys values for
 // one key, or key combinations for the query, the copy goes through
 // partition selection instead, as it would without the public table.
 // A UNION ALL is filled branch by branch.
 func (ss *session) withPublicKeys(ctx context.Context, plan *rewrite.Plan) (*rewrite.Plan, string, error) {
 	if len(plan.Branches) > 0 {
 		var branches []*rewrite.Plan
-		digest := ""
+		digest, digested := "", false
 		for i, b := range plan.Branches {
 			nb, d, err := ss.withPublicKeys(ctx, b)
 			if err != nil {
@@ -45,27 +45,30 @@ func (ss *session) withPublicKeys(ctx context.Context, plan *rewrite.Plan) (*rew
 				branches[i] = nb
 			}
 			digest += d + "|"
+			digested = digested || d != ""
+		}
+		if !digested {
+			digest = ""
 		}
 		if branches == nil {
-			return plan, "", nil
+			return plan, digest, nil
 		}
 		np := *plan
 		np.Branches = branches
 		return &np, digest, nil
 	}
 	if plan.PartitionSelection {
-		return plan, "", nil // another key needs selection anyway
+		return plan, publicValuesDigest(plan), nil // another key needs selection anyway
 	}
 	need := false
 	for _, k := range plan.GroupKeys {
 		need = need || k.PublicTable != ""
 	}
 	if !need {
-		return plan, "", nil
+		return plan, publicValuesDigest(plan), nil
 	}
 	np := *plan
 	np.GroupKeys = append([]rewrite.GroupKey(nil), plan.GroupKeys...)
-	h := sha256.New()
 	combos, over := 1, false
 	for i := range np.GroupKeys {
 		k := &np.GroupKeys[i]
@@ -79,10 +82,6 @@ func (ss *session) withPublicKeys(ctx context.Context, plan *rewrite.Plan) (*rew
 				break
 			}
 			k.PublicValues = vals
-			for _, v := range vals {
-				h.Write([]byte(strconv.Itoa(len(v)) + ":" + v))
-			}
-			h.Write([]byte{0})
 		}
 		combos *= len(k.PublicValues)
 		if combos > rewrite.MaxPublicTableKeys {
@@ -99,7 +98,27 @@ func (ss *session) withPublicKeys(ctx context.Context, plan *rewrite.Plan) (*rew
 		np.PartitionSelection = true
 		return &np, "public-keys:selection", nil
 	}
-	return &np, "public-keys:" + hex.EncodeToString(h.Sum(nil)), nil
+	return &np, publicValuesDigest(&np), nil
+}
+
+// publicValuesDigest is the answer cache's word on the keys' public
+// values, those of public_values lists too (which a restart with another
+// configuration, or another content of the table they are read from, may
+// change): "" when no key has any.
+func publicValuesDigest(plan *rewrite.Plan) string {
+	h := sha256.New()
+	has := false
+	for _, k := range plan.GroupKeys {
+		has = has || k.PublicValues != nil
+		for _, v := range k.PublicValues {
+			h.Write([]byte(strconv.Itoa(len(v)) + ":" + v))
+		}
+		h.Write([]byte{0})
+	}
+	if !has {
+		return ""
+	}
+	return "public-keys:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // readPublicKeys runs k.KeysSQL: the distinct non-NULL values of a public

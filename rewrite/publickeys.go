@@ -43,7 +43,7 @@ func (p *planner) publicTableKey(sel *pg_query.SelectStmt, k *GroupKey, ref *pg_
 	if r == nil || r.table == nil || !r.table.Public || !p.plainlyJoined(sel, table) {
 		return nil
 	}
-	sql, err := publicKeysSQL(r.schema, r.name, c.name)
+	sql, err := PublicKeysSQL(r.schema, r.name, c.name)
 	if err != nil {
 		return err
 	}
@@ -75,10 +75,10 @@ func (p *planner) publicRel(table string) *relRef {
 	return nil
 }
 
-// publicKeysSQL reads the distinct non-NULL values of column of
+// PublicKeysSQL reads the distinct non-NULL values of column of
 // schema.name, sorted by the column's type, at most $1 of them: the
 // proxy's own text, reading one public table and nothing else.
-func publicKeysSQL(schema, name, column string) (string, error) {
+func PublicKeysSQL(schema, name, column string) (string, error) {
 	var parts [3]string
 	for i, s := range [3]string{schema, name, column} {
 		q, err := quoteIdent(s)
