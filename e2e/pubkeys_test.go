@@ -113,6 +113,24 @@ func TestPublicTableKeysCostNoSelection(t *testing.T) {
 		t.Errorf("the public categories cost ε %v", after.epsSpent-before.epsSpent)
 	}
 
+	// The same through the extended protocol, and as a UNION ALL branch.
+	ext, err := conn.Query(ctx, byProduct+" HAVING count(*) > -1000000", pgx.QueryExecModeExec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ext.Next() {
+		n++
+	}
+	if ext.Close(); ext.Err() != nil || n != 52 {
+		t.Errorf("extended protocol: %d products, %v; want 52", n, ext.Err())
+	}
+	const union = `SELECT p.category, count(*) FROM orders o JOIN pk_products p ON p.product_id = o.product_id GROUP BY p.category
+		UNION ALL SELECT p.name, count(*) FROM orders o JOIN pk_products p ON p.product_id = o.product_id WHERE o.amount > 100 GROUP BY p.name`
+	if got := regions(t, conn, union); strings.Count(got, ",") != 6+52-1 || !strings.Contains(got, ",garden,") || !strings.Contains(got, ",Rake 1000,") || !strings.Contains(got, ",Hoe 1001,") {
+		t.Errorf("UNION ALL of public keys = %s, want the 6 categories and 52 names", got)
+	}
+
 	// public_values naming pk_regions.name: its five values, read at
 	// start, exactly as the literal list would be: "central" has no
 	// orders and appears; no selection.
