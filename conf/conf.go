@@ -212,7 +212,7 @@ type Column struct {
 	PublicValuesFrom *PublicValuesFrom `yaml:"-"`
 	// PublicValuesYAML is public_values as written: a list, or
 	// {table, column}.
-	PublicValuesYAML PublicValuesYAML `yaml:"public_values"`
+	PublicValuesYAML PublicValuesYAML `yaml:"public_values,omitempty"`
 }
 
 // HasBounds reports whether both clamping bounds are set.

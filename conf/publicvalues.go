@@ -67,6 +67,9 @@ func (v *PublicValuesYAML) UnmarshalYAML(n *yaml.Node) error {
 	return fmt.Errorf("line %d: public_values: give a list of values, or table and column", n.Line)
 }
 
+// IsZero reports whether public_values was absent (omitempty).
+func (v PublicValuesYAML) IsZero() bool { return !v.set }
+
 // MarshalYAML writes the list or the mapping back.
 func (v PublicValuesYAML) MarshalYAML() (any, error) {
 	if v.from != nil {

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 // TestPublicValuesFromTable: public_values may name a public table's
@@ -41,6 +43,28 @@ func TestPublicValuesFromTable(t *testing.T) {
 		_, err := Parse("t.yaml", []byte(withRegion(tc.spec)), env)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("public_values: %s: error %v, want one containing %q", tc.spec, err, tc.want)
+		}
+	}
+}
+
+// TestPublicValuesMarshal: a column written back keeps public_values as
+// it was written, and none when it had none.
+func TestPublicValuesMarshal(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"{public_values: [a, b]}", "lower: null\nupper: null\npublic_values:\n    - a\n    - b\n"},
+		{"{public_values: {table: t, column: c}}", "lower: null\nupper: null\npublic_values:\n    column: c\n    table: t\n"},
+		{"{lower: 1, upper: 2}", "lower: 1\nupper: 2\n"},
+	} {
+		var c Column
+		if err := yaml.Unmarshal([]byte(tc.in), &c); err != nil {
+			t.Fatal(err)
+		}
+		out, err := yaml.Marshal(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out) != tc.want {
+			t.Errorf("%s written back = %q, want %q", tc.in, out, tc.want)
 		}
 	}
 }
