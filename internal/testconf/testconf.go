@@ -54,6 +54,9 @@ const (
 	Bench = "bench"
 	// ProxyBench is the proxy package's CPU benchmarks' configuration.
 	ProxyBench = "proxy_bench"
+	// BenchTPCH is the accuracy table's configuration (bench/tpch.go;
+	// listen: LISTEN, upstream: UPSTREAM).
+	BenchTPCH = "bench_tpch"
 )
 
 //go:embed dpproxy.yaml
