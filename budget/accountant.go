@@ -41,11 +41,15 @@ func accountantsWith(opts Options) []Accountant {
 	if dPrime == 0 {
 		dPrime = conf.DefaultAdvancedDelta
 	}
-	return []Accountant{basicAccountant{}, zcdpAccountant{}, advancedAccountant{deltaPrime: dPrime}}
+	share := opts.RDPDeltaShare
+	if share == 0 {
+		share = conf.DefaultRDPDeltaShare
+	}
+	return []Accountant{basicAccountant{}, zcdpAccountant{}, advancedAccountant{deltaPrime: dPrime}, rdpAccountant{share: share}}
 }
 
 // NewAccountant returns the accountant privacy.accounting names; "" is
-// basic accounting (conf.DefaultAccounting). Accountants with a parameter
+// the default, RDP accounting (conf.DefaultAccounting). Accountants with a parameter
 // (advanced: δ′) take its default; see NewAccountantWith.
 func NewAccountant(name string) (Accountant, error) {
 	return NewAccountantWith(Options{Accounting: name})
@@ -56,10 +60,13 @@ func NewAccountant(name string) (Accountant, error) {
 func NewAccountantWith(opts Options) (Accountant, error) {
 	name := opts.Accounting
 	if name == "" {
-		name = conf.AccountingBasic
+		name = conf.DefaultAccounting
 	}
 	if d := opts.AdvancedDelta; d != 0 && !(d > 0 && d < 1) {
 		return nil, fmt.Errorf("budget: advanced δ′ must lie in (0, 1), got %v", d)
+	}
+	if s := opts.RDPDeltaShare; s != 0 && !(s > 0 && s < 1) {
+		return nil, fmt.Errorf("budget: rdp δ share must lie in (0, 1), got %v", s)
 	}
 	for _, a := range accountantsWith(opts) {
 		if a.Name() == name {
@@ -91,6 +98,11 @@ type Totals struct {
 	// accountant's filter (advanced.go). Rows that predate the column get
 	// it recomputed from dpproxy.charges (schema.go, migrateEpsilonSq).
 	EpsilonSq Numeric
+	// RDP is the Rényi accountant's sums over the grid (rdp.go): one per
+	// order of rdpOrders, then the ∞ order (rdp_spent). The ledger
+	// recomputes it from dpproxy.releases when the stored sums are
+	// missing or stale (rdpfold.go); nil reads as zeros.
+	RDP []float64
 }
 
 // Limits are an analyst's budget: the configured (ε, δ) plus what operators
@@ -110,5 +122,6 @@ func (t Totals) plus(c Charge) Totals {
 		Delta:       t.Delta.Add(numericOf(c.Delta)),
 		Rho:         t.Rho.Add(numericOf(rho)),
 		DeltaApprox: t.DeltaApprox.Add(numericOf(dApprox)),
+		RDP:         plusRDP(t.rdp(), c.releases()),
 	}
 }
