@@ -54,6 +54,7 @@ func (u *Union) Cost() (Cost, error) {
 		c.Delta += bc.Delta
 		c.Rho += bc.Rho
 		c.DeltaApprox += bc.DeltaApprox
+		c.Releases = append(c.Releases, bc.Releases...)
 	}
 	return c, nil
 }
