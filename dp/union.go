@@ -110,6 +110,10 @@ func (u *Union) explainBudget(b Budget) []string {
 		return []string{fmt.Sprintf("Budget now (zCDP accounting): ε=%s δ=%s left; this query adds the branches' ρ to the ledger's zCDP total (SHOW dp.budget)",
 			formatNum(b.EpsilonLeft), formatNum(b.DeltaLeft))}
 	}
+	if b.RDP {
+		return []string{fmt.Sprintf("Budget now (rdp accounting): ε=%s δ=%s left; this query adds the branches' Rényi curves to the ledger's sums (SHOW dp.budget)",
+			formatNum(b.EpsilonLeft), formatNum(b.DeltaLeft))}
+	}
 	lines := []string{fmt.Sprintf("Budget left after this query: ε=%s δ=%s (now ε=%s δ=%s)",
 		formatNum(math.Max(0, b.EpsilonLeft-u.total.Epsilon)), formatNum(math.Max(0, b.DeltaLeft-u.total.Delta)),
 		formatNum(b.EpsilonLeft), formatNum(b.DeltaLeft))}
