@@ -45,7 +45,7 @@ func accountantsWith(opts Options) []Accountant {
 	if share == 0 {
 		share = conf.DefaultRDPDeltaShare
 	}
-	return []Accountant{basicAccountant{}, zcdpAccountant{}, advancedAccountant{deltaPrime: dPrime}, rdpAccountant{share: share}}
+	return []Accountant{basicAccountant{}, zcdpAccountant{share: share}, advancedAccountant{deltaPrime: dPrime}, rdpAccountant{share: share}}
 }
 
 // NewAccountant returns the accountant privacy.accounting names; "" is

@@ -103,7 +103,13 @@ func (r Release) pureEpsilon() float64 {
 // not add up to it: their pure ε (the ∞ order) must not exceed the
 // charge's ε, which the RDP accountant uses as the exact Σε, and their
 // approximate δ not the charge's approximate δ (zcdpPart), which it sums.
+//
+// The approximate δ of a charge may not exceed its δ: the zCDP filter reads
+// Σδ = Σδ_approx as "every charge pure up to its approximate part".
 func validateReleases(c Charge) error {
+	if _, d := c.zcdpPart(); d > c.Delta {
+		return &InvalidChargeError{Reason: fmt.Sprintf("approximate δ=%v exceeds the charge's δ=%v", d, c.Delta)}
+	}
 	var eps, dApprox float64
 	for _, r := range c.Releases {
 		if err := r.check(); err != nil {

@@ -340,7 +340,7 @@ func TestAnswerCacheSurvivesRestart(t *testing.T) {
 // TestZCDPAccounting: with privacy.accounting: zcdp and Gaussian noise, an
 // analyst with ε = 2 answers 8 queries at ε = 0.5 (basic composition would
 // stop at 4), each charged ρ = Δ2²/(2σ²) with the sampler's σ, and SHOW
-// dp.budget reports the conversion ρ + 2√(ρ ln(1/δ)).
+// dp.budget reports the Canonne–Kamath–Steinke conversion at δ_z.
 func TestZCDPAccounting(t *testing.T) {
 	const analyst = "e2e_zcdp"
 	yaml := procConfig("127.0.0.1:0", analyst, 2).
@@ -376,9 +376,11 @@ func TestZCDPAccounting(t *testing.T) {
 		t.Errorf("ledger: ρ = %v (want %v), approximate δ = %v (want 0), Σε = %v (want 4)", rho, wantRho, deltaApprox, epsSpent)
 	}
 	b := showBudget(t, conn)
-	wantEps := wantRho + 2*math.Sqrt(wantRho*math.Log(1/1e-6))
-	if math.Abs(b.epsSpent-wantEps) > 1e-9 || math.Abs(b.epsLeft-(2-wantEps)) > 1e-9 || b.deltaSpent != 0 || b.deltaLeft != 1e-6 {
-		t.Errorf("SHOW dp.budget = %+v, want ε spent %v, remaining %v, δ spent 0, remaining 1e-6", b, wantEps, 2-wantEps)
+	// The Canonne–Kamath–Steinke conversion at δ_z = 0.9·δ (the share the
+	// filter sets aside, privacy.rdp_delta_share).
+	wantEps := budget.ZCDPEpsilon(wantRho, 0.9e-6)
+	if math.Abs(b.epsSpent-wantEps) > 1e-9 || math.Abs(b.epsLeft-(2-wantEps)) > 1e-9 || math.Abs(b.deltaSpent-0.9e-6) > 1e-15 || math.Abs(b.deltaLeft-1e-7) > 1e-15 {
+		t.Errorf("SHOW dp.budget = %+v, want ε spent %v, remaining %v, δ spent 9e-7, remaining 1e-7", b, wantEps, 2-wantEps)
 	}
 	t.Logf("8 Gaussian queries at ε = 0.5: ρ = %.4g, reported ε = %.4g (basic composition: 4)", rho, b.epsSpent)
 
