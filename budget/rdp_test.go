@@ -108,6 +108,7 @@ func TestRDPCounts(t *testing.T) {
 		conf.AccountingRDP:      {0.1: 320, 0.5: 20, 1: 10},
 		conf.AccountingBasic:    {0.1: 100, 0.5: 20, 1: 10},
 		conf.AccountingAdvanced: {0.1: 216, 0.5: 20, 1: 10},
+		conf.AccountingZCDP:     {0.1: 305, 0.5: 20, 1: 10},
 	}
 	for _, a := range accountants() {
 		for _, eps := range []float64{0.1, 0.5, 1} {
