@@ -19,7 +19,9 @@
 //  4. scale: RSS per idle connection at -conns connections, and a DP query
 //     mix from 64 clients (ledger transactions per second, errors);
 //  5. accuracy: RMSE of the release path vs the theoretical standard
-//     deviation, and bench/accuracy.png.
+//     deviation, and bench/accuracy.png;
+//  6. accounting: how many queries each accountant admits within one
+//     analyst's budget, through the proxy (accounting.go).
 //
 // Nothing here runs in `go test ./...` beyond the unit tests of its parsers.
 package main
@@ -68,7 +70,7 @@ func main() {
 	flag.IntVar(&o.accRuns, "accuracy-runs", 20000, "releases per accuracy cell")
 	flag.StringVar(&o.out, "out", "bench/RESULTS.md", "report to write")
 	flag.StringVar(&o.plot, "plot", "bench/accuracy.png", "accuracy plot to write")
-	flag.StringVar(&skip, "skip", "", "sections to skip: comma-separated of passthrough, dpcost, cpu, scale, accuracy")
+	flag.StringVar(&skip, "skip", "", "sections to skip: comma-separated of passthrough, dpcost, cpu, scale, accuracy, accounting")
 	flag.Parse()
 	var err error
 	if o.clients, err = parseInts(clients); err != nil {
@@ -160,6 +162,12 @@ func run(ctx context.Context, o options, args []string) error {
 			return fmt.Errorf("accuracy plot: %w", err)
 		}
 		rep.plot = o.plot
+	}
+	if !o.skip["accounting"] {
+		log.Print("accounting: queries admitted per budget, by accountant")
+		if rep.accounting, err = measureAccounting(ctx, env); err != nil {
+			return fmt.Errorf("accounting: %w", err)
+		}
 	}
 	rep.loadAfter = loadAvg()
 	rep.elapsed = time.Since(began)

@@ -23,6 +23,7 @@ type report struct {
 	scale       *scaleResult
 	accuracy    []accRow
 	plot        string
+	accounting  *acctResult
 }
 
 func verdict(ok bool) string {
@@ -75,6 +76,9 @@ func (r *report) write(w io.Writer) error {
 	}
 	if len(r.accuracy) > 0 {
 		r.writeAccuracy(p)
+	}
+	if a := r.accounting; a != nil {
+		r.writeAccounting(p, a)
 	}
 	p("")
 	p("## Where the gaps come from")
