@@ -16,10 +16,11 @@ import (
 // One accountant serves every analyst and goroutine of a ledger:
 // implementations hold no mutable state (all of it is in Totals).
 //
-// Each accountant is one file: basic.go, zcdp.go, advanced.go. Adding one (issue 15:
-// advanced composition, Rényi DP, privacy filters) is a new file, a line in
-// accountants, and its name among the values conf accepts for
-// privacy.accounting.
+// Each accountant is one file: basic.go, zcdp.go, advanced.go, rdp.go (the
+// default). Adding one is a new file, a line in accountants, and its name
+// among the values conf accepts for privacy.accounting. Each is a pure
+// function of the recorded sequence of releases (release.go): the totals
+// are folds of it, recomputed from dpproxy.releases when stale (rdpfold.go).
 type Accountant interface {
 	// Name is the accounting's name in privacy.accounting (conf.Accounting*).
 	Name() string
@@ -81,13 +82,9 @@ func NewAccountantWith(opts Options) (Accountant, error) {
 // whichever it decides on, so that a ledger switched to another accounting
 // later has the sums that one needs.
 //
-// An accountant that needs state of its own adds it here: the Rényi DP
-// accountant of issue 15 keeps one total per order α (or the sequence of
-// releases, with the mechanism, sensitivity and scale Charge would then
-// carry). Its state gets a column of dpproxy.budgets (schema.go; numeric[]
-// or jsonb) that budgetRow reads and the ledger's UPDATE writes with the
-// others; Compose already receives the whole Totals and returns the next,
-// so nothing outside this package changes.
+// An accountant that needs state of its own adds it here, with a column of
+// dpproxy.budgets (schema.go) that is a fold of dpproxy.releases: the Rényi
+// accountant's per-order sums (RDP, rdp_spent) are one.
 type Totals struct {
 	// Epsilon and Delta are Σε and Σδ (epsilon_spent, delta_spent).
 	Epsilon, Delta Numeric

@@ -29,6 +29,11 @@
 // sequence of mechanisms, so either suffices). Every charge also adds ε² to
 // Σε² (epsilon_sq_spent), which advanced accounting (advanced.go) uses: a
 // privacy filter for advanced composition, valid with adaptively chosen ε.
+// Every charge also records its releases (mechanism, sensitivity, scale,
+// ε, δ) in dpproxy.releases, in its transaction; the Rényi accountant
+// (rdp.go, the default) composes their curves, with its per-order sums
+// kept in dpproxy.budgets and recomputed from the releases when stale
+// (rdpfold.go).
 //
 // Answers: Claim serializes the release of one question across every
 // connection and process sharing the ledger (a session-level advisory lock,
