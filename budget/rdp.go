@@ -30,10 +30,10 @@ import (
 //   - The exponential mechanism of a quantile, ε/L0 in each of L0 groups:
 //     dp/quantile.go samples ∝ exp(ε_p·u/(2Δu)), so the log-ratio of its
 //     output probabilities on neighbours ranges over an interval of width
-//     ε_p: it is ε_p-bounded-range, hence (ε_p²/8)-zCDP (Cesar & Rogers,
-//     "Bounding, Concentrating, and Truncating: Unifying Privacy Loss
-//     Composition for Data Analytics", ALT 2021, Lemma 3.2 with Durfee &
-//     Rogers 2019), and ε_p-DP: R_p(α) = min(ε_p, αε_p²/8), R = L0·R_p.
+//     ε_p: it is ε_p-bounded-range (Durfee & Rogers 2019), hence
+//     (ε_p²/8)-zCDP (Cesar & Rogers, "Bounding, Concentrating, and
+//     Truncating: Unifying Privacy Loss Composition for Data Analytics",
+//     ALT 2021), and ε_p-DP: R_p(α) = min(ε_p, αε_p²/8), R = L0·R_p.
 //   - A release of unknown kind (MechPure: charges that state no
 //     releases, and every charge recorded before dpproxy.releases
 //     existed): (ε, δ)-DP is read as δ-approximately ε-DP with

@@ -118,20 +118,19 @@ func recordReleases(ctx context.Context, tx pgx.Tx, c Charge, chargeID int64, rd
 	for i, r := range rs {
 		mech[i], l0[i], sens[i], scale[i], eps[i], delta[i] = string(r.Mechanism), r.L0, r.Sensitivity, r.Scale, r.Epsilon, r.Delta
 	}
-	if _, err := tx.Exec(ctx, `
+	const insert = `
 		INSERT INTO dpproxy.releases (charge_id, ordinal, mechanism, l0, sensitivity, scale, epsilon, delta)
 		SELECT $1, u.o, u.m, u.l, u.s, u.sc, u.e, u.d
 		FROM unnest($2::text[], $3::int8[], $4::float8[], $5::float8[], $6::float8[], $7::float8[])
-		     WITH ORDINALITY AS u(m, l, s, sc, e, d, o)`,
-		chargeID, mech, l0, sens, scale, eps, delta); err != nil {
+		     WITH ORDINALITY AS u(m, l, s, sc, e, d, o)`
+	if rdp == nil {
+		_, err := tx.Exec(ctx, insert, chargeID, mech, l0, sens, scale, eps, delta)
 		return err
 	}
-	if rdp == nil {
-		return nil
-	}
-	_, err := tx.Exec(ctx, `
-		UPDATE dpproxy.budgets SET rdp_spent = $2, rdp_orders = $3, rdp_through = $4 WHERE analyst = $1`,
-		c.Analyst, rdp, rdpGrid(), chargeID)
+	// One round trip: the releases and the analyst's new sums.
+	_, err := tx.Exec(ctx, `WITH ins AS (`+insert+`)
+		UPDATE dpproxy.budgets SET rdp_spent = $9, rdp_orders = $10, rdp_through = $1 WHERE analyst = $8`,
+		chargeID, mech, l0, sens, scale, eps, delta, c.Analyst, rdp, rdpGrid())
 	return err
 }
 
