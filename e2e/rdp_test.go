@@ -97,3 +97,38 @@ func TestBudgetRDPAccounting(t *testing.T) {
 		t.Errorf("EXPLAIN DP under rdp accounting:\n%s", text)
 	}
 }
+
+// TestRDPRecordsEveryRelease: under rdp with Gaussian noise, a query with
+// partition selection, an average and a percentile is admitted (its
+// releases add up to its charge) and its releases are recorded: Gaussian
+// noise for each noised part, the percentile's exponential mechanism, and
+// the selection's threshold δ; the Rényi sums are stored with it.
+func TestRDPRecordsEveryRelease(t *testing.T) {
+	const analyst = "e2e_rdp_releases"
+	yaml := procConfig("127.0.0.1:0", analyst, 2).
+		Merge("{accounting: rdp, mechanism: gaussian, max_epsilon_per_query: 1}", "privacy").String()
+	cfg := configFor(t, yaml, map[string]string{"E2E_PROC_PW": procPassword})
+	_, addr, _ := startProxyWith(t, cfg)
+	conn, err := dialAt(addr, analyst, procPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT region, count(*), avg(amount), percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) FROM orders GROUP BY region`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatalf("query under rdp: %v", err)
+	}
+	got := ledgerText(t, `SELECT string_agg(r.mechanism, ',' ORDER BY r.ordinal) FROM dpproxy.releases r
+		JOIN dpproxy.charges c ON c.id = r.charge_id WHERE c.analyst = $1`, analyst)
+	// count, avg's count and sum, the percentile, the selection's noise and threshold.
+	if want := "gaussian,gaussian,gaussian,exponential,gaussian,selection"; got != want {
+		t.Errorf("releases recorded: %s, want %s", got, want)
+	}
+	if n := ledgerText(t, `SELECT count(*)::text FROM dpproxy.budgets WHERE analyst = $1 AND rdp_through IS NOT NULL AND rdp_spent[array_length(rdp_spent, 1)] = 'Infinity'`, analyst); n != "1" {
+		t.Errorf("the analyst's Rényi sums are not stored (or the ∞ order of a Gaussian release is finite)")
+	}
+}
