@@ -32,9 +32,10 @@ const (
 	// AccountingBasic is sequential composition: ε and δ of every charge
 	// add up (Dwork & Roth, Thm. 3.16).
 	AccountingBasic = "basic"
-	// AccountingZCDP also tracks zero-concentrated DP (Bun & Steinke 2016):
-	// ρ adds up and is converted to (ε, δ) for the budget check; a charge
-	// is admitted when either accounting keeps the budget.
+	// AccountingZCDP is a zero-concentrated DP filter (Bun & Steinke 2016):
+	// ρ adds up and is converted to (ε, δ) with Canonne, Kamath & Steinke
+	// 2020 at privacy.rdp_delta_share of δ, with basic composition as a
+	// branch while every charge is pure ε (budget/zcdp.go).
 	AccountingZCDP = "zcdp"
 	// AccountingAdvanced is advanced composition (Dwork & Roth, Thm. 3.20)
 	// as a privacy filter valid when each query's ε is chosen adaptively,
