@@ -22,7 +22,9 @@
 //     deviation, and bench/accuracy.png;
 //  6. the accuracy table: six TPC-H-like queries through dpproxy and in
 //     Google's DP library on the same rows (acctable.go), and
-//     bench/accuracy-table.png.
+//     bench/accuracy-table.png;
+//  7. accounting: how many queries each accountant admits within one
+//     analyst's budget, through the proxy (accounting.go).
 //
 // -only runs some sections; the sections not run keep their text from the
 // RESULTS.md already there (merge.go), so one section can be re-measured
@@ -67,13 +69,13 @@ type options struct {
 }
 
 // sections are the measurements -skip and -only name, in report order.
-var sections = []string{"passthrough", "dpcost", "cpu", "scale", "accuracy", "acctable"}
+var sections = []string{"passthrough", "dpcost", "cpu", "scale", "accuracy", "acctable", "accounting"}
 
 // needsEvents reports whether a section to run needs the pgbench and
 // events tables and the bench proxy (all but the in-process accuracy and
 // the accuracy table, which loads its own data).
 func (o options) needsEvents() bool {
-	return !o.skip["passthrough"] || !o.skip["dpcost"] || !o.skip["scale"]
+	return !o.skip["passthrough"] || !o.skip["dpcost"] || !o.skip["scale"] || !o.skip["accounting"]
 }
 
 func main() {
@@ -212,6 +214,12 @@ func run(ctx context.Context, o options, args []string) error {
 			return fmt.Errorf("accuracy table plot: %w", err)
 		}
 		rep.acctable.plot = o.tablePlot
+	}
+	if !o.skip["accounting"] {
+		log.Print("accounting: queries admitted per budget, by accountant")
+		if rep.accounting, err = measureAccounting(ctx, env); err != nil {
+			return fmt.Errorf("accounting: %w", err)
+		}
 	}
 	rep.loadAfter = loadAvg()
 	rep.elapsed = time.Since(began)

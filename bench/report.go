@@ -25,6 +25,7 @@ type report struct {
 	plot        string
 	acctable    *accTable
 	ran         []string // the sections this run measured (merge.go)
+	accounting  *acctResult
 }
 
 func verdict(ok bool) string {
@@ -80,6 +81,9 @@ func (r *report) write(w io.Writer) error {
 	}
 	if t := r.acctable; t != nil {
 		r.writeAccuracyTable(p, t)
+	}
+	if a := r.accounting; a != nil {
+		r.writeAccounting(p, a)
 	}
 	p("")
 	p("## Where the gaps come from")

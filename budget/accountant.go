@@ -16,10 +16,11 @@ import (
 // One accountant serves every analyst and goroutine of a ledger:
 // implementations hold no mutable state (all of it is in Totals).
 //
-// Each accountant is one file: basic.go, zcdp.go, advanced.go. Adding one (issue 15:
-// advanced composition, Rényi DP, privacy filters) is a new file, a line in
-// accountants, and its name among the values conf accepts for
-// privacy.accounting.
+// Each accountant is one file: basic.go, zcdp.go, advanced.go, rdp.go (the
+// default). Adding one is a new file, a line in accountants, and its name
+// among the values conf accepts for privacy.accounting. Each is a pure
+// function of the recorded sequence of releases (release.go): the totals
+// are folds of it, recomputed from dpproxy.releases when stale (rdpfold.go).
 type Accountant interface {
 	// Name is the accounting's name in privacy.accounting (conf.Accounting*).
 	Name() string
@@ -41,11 +42,15 @@ func accountantsWith(opts Options) []Accountant {
 	if dPrime == 0 {
 		dPrime = conf.DefaultAdvancedDelta
 	}
-	return []Accountant{basicAccountant{}, zcdpAccountant{}, advancedAccountant{deltaPrime: dPrime}}
+	share := opts.RDPDeltaShare
+	if share == 0 {
+		share = conf.DefaultRDPDeltaShare
+	}
+	return []Accountant{basicAccountant{}, zcdpAccountant{share: share}, advancedAccountant{deltaPrime: dPrime}, rdpAccountant{share: share}}
 }
 
 // NewAccountant returns the accountant privacy.accounting names; "" is
-// basic accounting (conf.DefaultAccounting). Accountants with a parameter
+// the default, RDP accounting (conf.DefaultAccounting). Accountants with a parameter
 // (advanced: δ′) take its default; see NewAccountantWith.
 func NewAccountant(name string) (Accountant, error) {
 	return NewAccountantWith(Options{Accounting: name})
@@ -56,10 +61,13 @@ func NewAccountant(name string) (Accountant, error) {
 func NewAccountantWith(opts Options) (Accountant, error) {
 	name := opts.Accounting
 	if name == "" {
-		name = conf.AccountingBasic
+		name = conf.DefaultAccounting
 	}
 	if d := opts.AdvancedDelta; d != 0 && !(d > 0 && d < 1) {
 		return nil, fmt.Errorf("budget: advanced δ′ must lie in (0, 1), got %v", d)
+	}
+	if s := opts.RDPDeltaShare; s != 0 && !(s > 0 && s < 1) {
+		return nil, fmt.Errorf("budget: rdp δ share must lie in (0, 1), got %v", s)
 	}
 	for _, a := range accountantsWith(opts) {
 		if a.Name() == name {
@@ -74,13 +82,9 @@ func NewAccountantWith(opts Options) (Accountant, error) {
 // whichever it decides on, so that a ledger switched to another accounting
 // later has the sums that one needs.
 //
-// An accountant that needs state of its own adds it here: the Rényi DP
-// accountant of issue 15 keeps one total per order α (or the sequence of
-// releases, with the mechanism, sensitivity and scale Charge would then
-// carry). Its state gets a column of dpproxy.budgets (schema.go; numeric[]
-// or jsonb) that budgetRow reads and the ledger's UPDATE writes with the
-// others; Compose already receives the whole Totals and returns the next,
-// so nothing outside this package changes.
+// An accountant that needs state of its own adds it here, with a column of
+// dpproxy.budgets (schema.go) that is a fold of dpproxy.releases: the Rényi
+// accountant's per-order sums (RDP, rdp_spent) are one.
 type Totals struct {
 	// Epsilon and Delta are Σε and Σδ (epsilon_spent, delta_spent).
 	Epsilon, Delta Numeric
@@ -91,6 +95,11 @@ type Totals struct {
 	// accountant's filter (advanced.go). Rows that predate the column get
 	// it recomputed from dpproxy.charges (schema.go, migrateEpsilonSq).
 	EpsilonSq Numeric
+	// RDP is the Rényi accountant's sums over the grid (rdp.go): one per
+	// order of rdpOrders, then the ∞ order (rdp_spent). The ledger
+	// recomputes it from dpproxy.releases when the stored sums are
+	// missing or stale (rdpfold.go); nil reads as zeros.
+	RDP []float64
 }
 
 // Limits are an analyst's budget: the configured (ε, δ) plus what operators
@@ -110,5 +119,6 @@ func (t Totals) plus(c Charge) Totals {
 		Delta:       t.Delta.Add(numericOf(c.Delta)),
 		Rho:         t.Rho.Add(numericOf(rho)),
 		DeltaApprox: t.DeltaApprox.Add(numericOf(dApprox)),
+		RDP:         plusRDP(t.rdp(), c.releases()),
 	}
 }

@@ -28,6 +28,7 @@ func (l *Ledger) List(ctx context.Context) ([]Account, error) {
 	}
 	defer rows.Close()
 	var out []Account
+	var totals []budgetState
 	for rows.Next() {
 		var a Account
 		var r budgetRow
@@ -40,11 +41,30 @@ func (l *Ledger) List(ctx context.Context) ([]Account, error) {
 		}
 		a.Spend = l.acct.Report(t, lim)
 		out = append(out, a)
+		totals = append(totals, budgetState{t, lim})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, unavailable(err)
 	}
+	rows.Close()
+	// The Rényi sums, read once the rows are done (they may need a fold).
+	for i := range out {
+		if !l.usesRDP() {
+			break
+		}
+		t, err := l.withRDP(ctx, l.pool, out[i].Analyst, totals[i].t)
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		out[i].Spend = l.acct.Report(t, totals[i].l)
+	}
 	return out, nil
+}
+
+// budgetState is a row's totals and limits.
+type budgetState struct {
+	t Totals
+	l Limits
 }
 
 // Record is one row of the append-only audit log dpproxy.charges.
@@ -99,7 +119,7 @@ func (l *Ledger) Grant(ctx context.Context, analyst string, eps, delta float64, 
 	var s Spend
 	err := pgx.BeginTxFunc(ctx, l.pool, txOptions(), func(tx pgx.Tx) error {
 		var err error
-		s, err = l.scanSpend(tx.QueryRow(ctx, `
+		s, err = l.scanSpend(ctx, tx, analyst, tx.QueryRow(ctx, `
 			UPDATE dpproxy.budgets
 			SET epsilon_limit = epsilon_limit + $2::numeric, epsilon_granted = epsilon_granted + $2::numeric,
 			    delta_limit = delta_limit + $3::numeric, delta_granted = delta_granted + $3::numeric,

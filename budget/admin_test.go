@@ -117,7 +117,7 @@ func TestAttach(t *testing.T) {
 	if s, err := l.Spent(ctx, "alice"); err != nil || s.EpsilonLimit != 1 {
 		t.Errorf("Spent = %+v, %v", s, err)
 	}
-	if _, err := Attach(ctx, pool, Options{Accounting: "rdp"}); err == nil {
+	if _, err := Attach(ctx, pool, Options{Accounting: "rdp-someday"}); err == nil {
 		t.Error("Attach with an unknown accounting succeeded")
 	}
 }

@@ -30,7 +30,7 @@ func composeAll(t *testing.T, a Accountant, l Limits, c Charge) (int, Totals) {
 }
 
 func TestAccountantRegistry(t *testing.T) {
-	for name, want := range map[string]string{"": conf.AccountingBasic, conf.AccountingBasic: conf.AccountingBasic, conf.AccountingZCDP: conf.AccountingZCDP} {
+	for name, want := range map[string]string{"": conf.AccountingRDP, conf.AccountingBasic: conf.AccountingBasic, conf.AccountingZCDP: conf.AccountingZCDP, conf.AccountingRDP: conf.AccountingRDP} {
 		a, err := NewAccountant(name)
 		if err != nil || a.Name() != want {
 			t.Errorf("NewAccountant(%q) = %v, %v; want %s", name, a, err, want)

@@ -29,6 +29,11 @@
 // sequence of mechanisms, so either suffices). Every charge also adds ε² to
 // Σε² (epsilon_sq_spent), which advanced accounting (advanced.go) uses: a
 // privacy filter for advanced composition, valid with adaptively chosen ε.
+// Every charge also records its releases (mechanism, sensitivity, scale,
+// ε, δ) in dpproxy.releases, in its transaction; the Rényi accountant
+// (rdp.go, the default) composes their curves, with its per-order sums
+// kept in dpproxy.budgets and recomputed from the releases when stale
+// (rdpfold.go).
 //
 // Answers: Claim serializes the release of one question across every
 // connection and process sharing the ledger (a session-level advisory lock,
@@ -72,6 +77,9 @@ type Options struct {
 	// AdvancedDelta is δ′ of the advanced accountant (privacy.advanced_delta;
 	// 0 means conf.DefaultAdvancedDelta).
 	AdvancedDelta float64
+	// RDPDeltaShare is the RDP filter's share of δ for its conversion
+	// (privacy.rdp_delta_share; 0 means conf.DefaultRDPDeltaShare).
+	RDPDeltaShare float64
 }
 
 // Ledger is the durable budget ledger. It is safe for concurrent use, and
@@ -206,6 +214,11 @@ type Charge struct {
 	// switched to zCDP later.
 	Rho         float64
 	DeltaApprox float64
+	// Releases are the query's randomized parts (release.go), recorded
+	// in dpproxy.releases; the RDP accountant composes their curves. A
+	// charge without releases is read as one (ε, δ)-DP release of
+	// unknown kind (MechPure).
+	Releases []Release
 	// Fingerprint identifies the query in the ledger's record (a
 	// pg_query fingerprint; never raw SQL, which may hold values).
 	Fingerprint string
@@ -237,14 +250,18 @@ func (r *budgetRow) parse() (Totals, Limits, error) {
 	return Totals{Epsilon: n[0], Delta: n[1], Rho: n[2], DeltaApprox: n[3], EpsilonSq: n[6]}, Limits{Epsilon: n[4], Delta: n[5]}, nil
 }
 
-// scanSpend reads one budgetColumns row and reports it with l's accountant.
-func (l *Ledger) scanSpend(row pgx.Row) (Spend, error) {
+// scanSpend reads one budgetColumns row of the analyst and reports it with
+// l's accountant (reading the Rényi sums through q when it needs them).
+func (l *Ledger) scanSpend(ctx context.Context, q querier, analyst string, row pgx.Row) (Spend, error) {
 	var r budgetRow
 	if err := row.Scan(r.dest()...); err != nil {
 		return Spend{}, err
 	}
 	t, lim, err := r.parse()
 	if err != nil {
+		return Spend{}, err
+	}
+	if t, err = l.withRDP(ctx, q, analyst, t); err != nil {
 		return Spend{}, err
 	}
 	return l.acct.Report(t, lim), nil
@@ -308,6 +325,9 @@ func (l *Ledger) charge(ctx context.Context, db beginner, c Charge) (Spend, int6
 	if err != nil {
 		return Spend{}, 0, unavailable(err)
 	}
+	if totals, err = l.withRDP(ctx, tx, c.Analyst, totals); err != nil {
+		return Spend{}, 0, unavailable(err)
+	}
 	next, ok := l.acct.Compose(totals, limits, c)
 	if !ok {
 		return Spend{}, 0, &ExhaustedError{Requested: c, Remaining: l.acct.Report(totals, limits)}
@@ -336,6 +356,13 @@ func (l *Ledger) charge(ctx context.Context, db beginner, c Charge) (Spend, int6
 		c.Analyst, c.Fingerprint, decimal(c.Epsilon), decimal(c.Delta), decimal(rho), decimal(dApprox)).Scan(&id); err != nil {
 		return Spend{}, 0, unavailable(err)
 	}
+	var rdp []float64
+	if l.usesRDP() {
+		rdp = next.RDP
+	}
+	if err := recordReleases(ctx, tx, c, id, rdp); err != nil {
+		return Spend{}, 0, unavailable(err)
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return Spend{}, 0, unavailable(err)
 	}
@@ -346,7 +373,7 @@ func (l *Ledger) charge(ctx context.Context, db beginner, c Charge) (Spend, int6
 // *UnknownAnalystError for an analyst not in the ledger and
 // *UnavailableError when the ledger cannot be read.
 func (l *Ledger) Spent(ctx context.Context, analyst string) (Spend, error) {
-	s, err := l.scanSpend(l.pool.QueryRow(ctx,
+	s, err := l.scanSpend(ctx, l.pool, analyst, l.pool.QueryRow(ctx,
 		`SELECT `+budgetColumns+` FROM dpproxy.budgets WHERE analyst = $1`, analyst))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Spend{}, &UnknownAnalystError{Analyst: analyst}
@@ -370,7 +397,7 @@ func validate(c Charge) error {
 	case !conf.ValidDelta(c.DeltaApprox):
 		return &InvalidChargeError{Reason: fmt.Sprintf("approximate δ must lie in [0, 1), got %v", c.DeltaApprox)}
 	}
-	return nil
+	return validateReleases(c)
 }
 
 // decimal formats f as the shortest decimal that parses back to f, which

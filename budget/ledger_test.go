@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/big"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -91,9 +92,16 @@ func users(pairs ...any) []conf.User {
 	return us
 }
 
+// mustOpen opens a ledger with basic accounting, which these tests were
+// written for (the default is rdp); mustOpenWith names another.
 func mustOpen(t *testing.T, pool *pgxpool.Pool, us []conf.User) *Ledger {
 	t.Helper()
-	l, err := Open(context.Background(), pool, us, Options{})
+	return mustOpenWith(t, pool, us, conf.AccountingBasic)
+}
+
+func mustOpenWith(t *testing.T, pool *pgxpool.Pool, us []conf.User, accounting string) *Ledger {
+	t.Helper()
+	l, err := Open(context.Background(), pool, us, Options{Accounting: accounting})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -297,7 +305,7 @@ func TestOverspendRefused(t *testing.T) {
 			if err.Error() != tc.wantMsg {
 				t.Errorf("message = %q, want %q", err.Error(), tc.wantMsg)
 			}
-			if ex.Remaining.EpsilonSpent != 0.7 || ex.Requested != tc.c {
+			if ex.Remaining.EpsilonSpent != 0.7 || !reflect.DeepEqual(ex.Requested, tc.c) {
 				t.Errorf("ExhaustedError = %+v", ex)
 			}
 		})

@@ -76,6 +76,29 @@ func schemaDDL() []string {
 			created_at timestamptz NOT NULL DEFAULT now(),
 			PRIMARY KEY (analyst, key)
 		)`,
+		// The releases of every charge (release.go), append-only, and the
+		// Rényi accountant's sums over them (rdpfold.go): recomputed from
+		// the releases whenever stale, so nothing needs migrating here.
+		`CREATE TABLE IF NOT EXISTS dpproxy.releases (
+			charge_id   bigint NOT NULL REFERENCES dpproxy.charges (id),
+			ordinal     int NOT NULL,
+			mechanism   text NOT NULL,
+			l0          bigint NOT NULL,
+			sensitivity float8 NOT NULL,
+			scale       float8 NOT NULL,
+			epsilon     float8 NOT NULL,
+			delta       float8 NOT NULL,
+			PRIMARY KEY (charge_id, ordinal)
+		)`,
+		`CREATE OR REPLACE TRIGGER releases_append_only BEFORE UPDATE OR DELETE ON dpproxy.releases
+			FOR EACH ROW EXECUTE FUNCTION dpproxy.append_only()`,
+		`CREATE OR REPLACE TRIGGER releases_no_truncate BEFORE TRUNCATE ON dpproxy.releases
+			FOR EACH STATEMENT EXECUTE FUNCTION dpproxy.append_only()`,
+		`CREATE INDEX IF NOT EXISTS charges_analyst_id ON dpproxy.charges (analyst, id)`,
+		`ALTER TABLE dpproxy.budgets
+			ADD COLUMN IF NOT EXISTS rdp_spent   float8[],
+			ADD COLUMN IF NOT EXISTS rdp_orders  float8[],
+			ADD COLUMN IF NOT EXISTS rdp_through bigint`,
 	}
 }
 
@@ -102,4 +125,6 @@ const migrateEpsilonSq = `UPDATE dpproxy.budgets b
 const schemaCurrent = `SELECT to_regclass('dpproxy.answers') IS NOT NULL
 	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.budgets') AND attname = 'delta_granted')
 	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.charges') AND attname = 'delta_approx')
-	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.budgets') AND attname = 'epsilon_sq_spent' AND NOT attisdropped)`
+	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.budgets') AND attname = 'epsilon_sq_spent' AND NOT attisdropped)
+	AND to_regclass('dpproxy.releases') IS NOT NULL
+	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.budgets') AND attname = 'rdp_through' AND NOT attisdropped)`

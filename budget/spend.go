@@ -7,13 +7,13 @@ import "math"
 type Spend struct {
 	EpsilonSpent, EpsilonLimit float64
 	DeltaSpent, DeltaLimit     float64
-	// Accounting is the accounting the four figures are in: basic
-	// (Σε, Σδ), or zcdp when the ledger uses zCDP accounting and the
-	// conversion gives the smaller ε. Under zcdp, EpsilonSpent is
-	// ρ + 2√(ρ·ln(1/δ')) with δ' = DeltaLimit − DeltaApprox, DeltaSpent is
-	// DeltaApprox, and the remaining δ is the δ' the conversion uses.
-	// Under advanced (advanced.go), EpsilonSpent is the smaller of Σε and
-	// the filter's bound, and DeltaSpent includes the δ′ set aside.
+	// Accounting is the ledger's accounting, whose figures these are:
+	// basic (Σε, Σδ); zcdp (zcdp.go: EpsilonSpent is the smaller of the
+	// conversion of Σρ at δ_z and, while every charge is pure, Σε;
+	// DeltaSpent is DeltaApprox + δ_z); advanced (advanced.go: the
+	// smaller of Σε and the filter's bound, DeltaSpent including δ′); rdp
+	// (rdp.go: the smallest ε any order certifies, DeltaSpent including
+	// δ_c).
 	Accounting string
 	// Rho and DeltaApprox are the zCDP totals, kept under either accounting.
 	Rho, DeltaApprox float64

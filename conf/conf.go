@@ -32,15 +32,20 @@ const (
 	// AccountingBasic is sequential composition: ε and δ of every charge
 	// add up (Dwork & Roth, Thm. 3.16).
 	AccountingBasic = "basic"
-	// AccountingZCDP also tracks zero-concentrated DP (Bun & Steinke 2016):
-	// ρ adds up and is converted to (ε, δ) for the budget check; a charge
-	// is admitted when either accounting keeps the budget.
+	// AccountingZCDP is a zero-concentrated DP filter (Bun & Steinke 2016):
+	// ρ adds up and is converted to (ε, δ) with Canonne, Kamath & Steinke
+	// 2020 at privacy.rdp_delta_share of δ, with basic composition as a
+	// branch while every charge is pure ε (budget/zcdp.go).
 	AccountingZCDP = "zcdp"
 	// AccountingAdvanced is advanced composition (Dwork & Roth, Thm. 3.20)
 	// as a privacy filter valid when each query's ε is chosen adaptively,
 	// beside basic composition (budget/advanced.go); it sets aside
 	// privacy.advanced_delta of every analyst's δ.
 	AccountingAdvanced = "advanced"
+	// AccountingRDP is Rényi DP over a grid of orders as a privacy
+	// filter (budget/rdp.go), the default; it sets aside
+	// privacy.rdp_delta_share of every analyst's δ for the conversion.
+	AccountingRDP = "rdp"
 )
 
 // Auth methods accepted in auth.method.
@@ -59,7 +64,11 @@ const (
 	DefaultMaxGroupsPerUnit   = 4
 	DefaultMaxRowsPerUnit     = 8
 	DefaultLedger             = "postgres"
-	DefaultAccounting         = AccountingBasic
+	DefaultAccounting         = AccountingRDP
+	// DefaultRDPDeltaShare is privacy.rdp_delta_share: the part of each
+	// analyst's δ the RDP filter spends on converting Rényi DP to (ε, δ);
+	// the rest is for partition selection (budget/rdp.go).
+	DefaultRDPDeltaShare = 0.9
 	// DefaultAdvancedDelta is δ′ of advanced accounting
 	// (privacy.advanced_delta): the probability that the privacy loss
 	// exceeds the ε the filter certifies.
@@ -164,11 +173,15 @@ type Privacy struct {
 	Delta              float64 `yaml:"delta"`
 	Mechanism          string  `yaml:"mechanism"`
 	Ledger             string  `yaml:"ledger"`
-	// Accounting is how charges compose: basic (default) or zcdp.
+	// Accounting is how charges compose: rdp (default), basic, zcdp or
+	// advanced.
 	Accounting string `yaml:"accounting"`
 	// AdvancedDelta is δ′ of advanced accounting, in (0, 1): the part of
 	// each analyst's δ limit the advanced filter sets aside.
 	AdvancedDelta float64 `yaml:"advanced_delta"`
+	// RDPDeltaShare is the part of each analyst's δ limit, in (0, 1), the
+	// RDP filter sets aside for its conversion to (ε, δ).
+	RDPDeltaShare float64 `yaml:"rdp_delta_share"`
 	// ResponseQuantum is the clock of private queries: an answer or error
 	// is released at the end of the slot (a multiple of ResponseQuantum
 	// since the query arrived) in which it became ready, so that its
@@ -289,6 +302,9 @@ func (c *Config) applyDefaults() {
 	if c.Privacy.AdvancedDelta == 0 {
 		c.Privacy.AdvancedDelta = DefaultAdvancedDelta
 	}
+	if c.Privacy.RDPDeltaShare == 0 {
+		c.Privacy.RDPDeltaShare = DefaultRDPDeltaShare
+	}
 	if c.Privacy.Accounting == "" {
 		c.Privacy.Accounting = DefaultAccounting
 	}
@@ -403,9 +419,12 @@ func (c *Config) validate(getenv func(string) string) error {
 		p.add("privacy.ledger", "file ledgers are not supported: a file cannot be shared safely by several proxies nor hold the answer cache; use postgres (schema dpproxy in the upstream, or any PostgreSQL)")
 	}
 	switch pr.Accounting {
-	case AccountingBasic, AccountingZCDP, AccountingAdvanced:
+	case AccountingBasic, AccountingZCDP, AccountingAdvanced, AccountingRDP:
 	default:
-		p.add("privacy.accounting", "%q is not one of basic, zcdp, advanced", pr.Accounting)
+		p.add("privacy.accounting", "%q is not one of rdp, basic, zcdp, advanced", pr.Accounting)
+	}
+	if !(pr.RDPDeltaShare > 0 && pr.RDPDeltaShare < 1) {
+		p.add("privacy.rdp_delta_share", "must lie in (0, 1), got %v", pr.RDPDeltaShare)
 	}
 	if !(pr.AdvancedDelta > 0 && pr.AdvancedDelta < 1) {
 		p.add("privacy.advanced_delta", "must lie in (0, 1), got %v", pr.AdvancedDelta)

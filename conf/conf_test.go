@@ -95,7 +95,9 @@ func TestParseReportsEveryProblem(t *testing.T) {
 		{"password unset", "PW_ALICE", "PW_NOBODY", []string{"password_env", "PW_NOBODY"}},
 		{"epsilon above max", "epsilon: 0.5", "epsilon: 3\n  max_epsilon_per_query: 2", []string{"exceeds privacy.max_epsilon_per_query"}},
 		{"file ledger", "delta: 1.0e-8", "delta: 1.0e-8\n  ledger: file:/tmp/x", []string{"privacy.ledger"}},
-		{"accounting", "delta: 1.0e-8", "delta: 1.0e-8\n  accounting: rdp", []string{"privacy.accounting", "rdp"}},
+		{"accounting", "delta: 1.0e-8", "delta: 1.0e-8\n  accounting: pld", []string{"privacy.accounting", "pld"}},
+		{"rdp delta share one", "delta: 1.0e-8", "delta: 1.0e-8\n  rdp_delta_share: 1", []string{"privacy.rdp_delta_share", "(0, 1)"}},
+		{"rdp delta share negative", "delta: 1.0e-8", "delta: 1.0e-8\n  rdp_delta_share: -0.5", []string{"privacy.rdp_delta_share"}},
 		{"advanced delta one", "delta: 1.0e-8", "delta: 1.0e-8\n  accounting: advanced\n  advanced_delta: 1", []string{"privacy.advanced_delta", "(0, 1)"}},
 		{"advanced delta negative", "delta: 1.0e-8", "delta: 1.0e-8\n  advanced_delta: -1.0e-7", []string{"privacy.advanced_delta"}},
 		{"advanced delta nan", "delta: 1.0e-8", "delta: 1.0e-8\n  advanced_delta: .nan", []string{"privacy.advanced_delta"}},
@@ -238,7 +240,7 @@ func TestAdvancedAccounting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Privacy.Accounting != AccountingBasic || c.Privacy.AdvancedDelta != DefaultAdvancedDelta {
+	if c.Privacy.Accounting != AccountingRDP || c.Privacy.AdvancedDelta != DefaultAdvancedDelta || c.Privacy.RDPDeltaShare != DefaultRDPDeltaShare {
 		t.Errorf("defaults: accounting %q, advanced_delta %v", c.Privacy.Accounting, c.Privacy.AdvancedDelta)
 	}
 	c, err = Parse("good.yaml", []byte(strings.Replace(good, "delta: 1.0e-8", "delta: 1.0e-8\n  accounting: advanced\n  advanced_delta: 1.0e-6", 1)), env)

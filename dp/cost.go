@@ -11,6 +11,9 @@ import (
 type Cost struct {
 	Epsilon, Delta   float64
 	Rho, DeltaApprox float64
+	// Releases are the randomized parts (releases), which the ledger
+	// records and the RDP accountant composes.
+	Releases []budget.Release
 }
 
 // Cost is the spec's cost (see zcdpCost).
@@ -19,7 +22,61 @@ func (s *Spec) Cost() (Cost, error) {
 	if err != nil {
 		return Cost{}, err
 	}
-	return Cost{Epsilon: s.total.Epsilon, Delta: s.total.Delta, Rho: rho, DeltaApprox: dApprox}, nil
+	rs, err := releases(s)
+	if err != nil {
+		return Cost{}, err
+	}
+	return Cost{Epsilon: s.total.Epsilon, Delta: s.total.Delta, Rho: rho, DeltaApprox: dApprox, Releases: rs}, nil
+}
+
+// releases are the spec's randomized parts, as budget.Release (the RDP
+// accountant's curves, budget/rdp.go), part for part as zcdpCost counts
+// them:
+//
+//   - Laplace noise: L0 groups of sensitivity L∞, scale b = L0·L∞/ε
+//     (noise.Laplace's calibration);
+//   - Gaussian noise: L2 sensitivity √L0·L∞ and σ exactly as the sampler
+//     calibrates it;
+//   - a quantile: the exponential mechanism, its ε over L0 groups;
+//   - partition selection: its noise as above, and its threshold's δ as a
+//     selection release.
+func releases(s *Spec) ([]budget.Release, error) {
+	gaussian := s.mech.Name() == conf.Gaussian
+	var out []budget.Release
+	add := func(p Part) error {
+		if p.Bound.LInf == 0 || p.Bound.L0 == 0 {
+			return nil // not noised: nothing about any person is released
+		}
+		if !gaussian {
+			out = append(out, budget.Release{Mechanism: budget.MechLaplace, L0: p.Bound.L0, Sensitivity: p.Bound.LInf,
+				Scale: float64(p.Bound.L0) * p.Bound.LInf / p.Share.Epsilon, Epsilon: p.Share.Epsilon})
+			return nil
+		}
+		sigma, err := s.mech.StdDev(p.Bound.L0, p.Bound.LInf, p.Share.Epsilon, p.Share.Delta)
+		if err != nil {
+			return err
+		}
+		out = append(out, budget.Release{Mechanism: budget.MechGaussian, L0: p.Bound.L0, Sensitivity: p.Bound.L2(),
+			Scale: sigma, Epsilon: p.Share.Epsilon, Delta: p.Share.Delta})
+		return nil
+	}
+	for _, a := range s.aggs {
+		for _, p := range a.Parts() {
+			if err := add(p); err != nil {
+				return nil, err
+			}
+		}
+		if q, ok := a.(*quantile); ok {
+			out = append(out, budget.Release{Mechanism: budget.MechExponential, L0: q.l0, Epsilon: q.eps * float64(q.l0)})
+		}
+	}
+	if s.sel != nil {
+		if err := add(s.sel.units); err != nil {
+			return nil, err
+		}
+		out = append(out, budget.Release{Mechanism: budget.MechSelection, L0: 1, Delta: s.sel.delta - s.sel.noiseDel})
+	}
+	return out, nil
 }
 
 var pureRho = budget.PureRho

@@ -51,6 +51,8 @@ type Budget struct {
 	// Advanced is set under advanced accounting (budget/advanced.go),
 	// where likewise the ε a query adds depends on what was spent before.
 	Advanced bool
+	// RDP is set under Rényi accounting (budget/rdp.go): likewise.
+	RDP bool
 }
 
 // Explain is the text of EXPLAIN DP, one line per row: how the query would
@@ -131,6 +133,12 @@ func (s *Spec) ExplainBudget(b Budget) []string {
 		// subtraction would misstate what is left.
 		return []string{fmt.Sprintf("Budget now (advanced accounting): ε=%s δ=%s left; this query adds ε²=%s to the filter's Σε², and what it costs in ε depends on what was spent before (SHOW dp.budget)",
 			formatNum(b.EpsilonLeft), formatNum(b.DeltaLeft), formatNum(s.total.Epsilon*s.total.Epsilon))}
+	}
+	if b.RDP {
+		// The Rényi filter's ε is a conversion of its per-order sums:
+		// not additive either.
+		return []string{fmt.Sprintf("Budget now (rdp accounting): ε=%s δ=%s left; this query adds its Rényi curve to the ledger's sums, and what it costs in ε depends on what was spent before (SHOW dp.budget)",
+			formatNum(b.EpsilonLeft), formatNum(b.DeltaLeft))}
 	}
 	lines := []string{fmt.Sprintf("Budget left after this query: ε=%s δ=%s (now ε=%s δ=%s)",
 		formatNum(math.Max(0, b.EpsilonLeft-s.total.Epsilon)), formatNum(math.Max(0, b.DeltaLeft-s.total.Delta)),

@@ -54,6 +54,7 @@ func (u *Union) Cost() (Cost, error) {
 		c.Delta += bc.Delta
 		c.Rho += bc.Rho
 		c.DeltaApprox += bc.DeltaApprox
+		c.Releases = append(c.Releases, bc.Releases...)
 	}
 	return c, nil
 }
@@ -107,6 +108,10 @@ func (u *Union) ExplainSpec(names [][]string) []string {
 func (u *Union) explainBudget(b Budget) []string {
 	if b.ZCDP {
 		return []string{fmt.Sprintf("Budget now (zCDP accounting): ε=%s δ=%s left; this query adds the branches' ρ to the ledger's zCDP total (SHOW dp.budget)",
+			formatNum(b.EpsilonLeft), formatNum(b.DeltaLeft))}
+	}
+	if b.RDP {
+		return []string{fmt.Sprintf("Budget now (rdp accounting): ε=%s δ=%s left; this query adds the branches' Rényi curves to the ledger's sums (SHOW dp.budget)",
 			formatNum(b.EpsilonLeft), formatNum(b.DeltaLeft))}
 	}
 	lines := []string{fmt.Sprintf("Budget left after this query: ε=%s δ=%s (now ε=%s δ=%s)",

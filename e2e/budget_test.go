@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dpproxy/dpproxy/budget"
+	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/internal/testconf"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/rewrite"
@@ -88,8 +89,19 @@ func (p *proc) Write(b []byte) (int, error) {
 // the proxy, waiting until it accepts connections.
 func startProc(t *testing.T, bin, analyst string, budgetEps float64) *proc {
 	t.Helper()
+	return startProcWith(t, bin, analyst, budgetEps, "")
+}
+
+// startProcWith is startProc under the accounting named (privacy.accounting;
+// "" keeps the test configuration's).
+func startProcWith(t *testing.T, bin, analyst string, budgetEps float64, accounting string) *proc {
+	t.Helper()
 	addr := freePort(t)
-	yaml := upstreams(procConfig(addr, analyst, budgetEps).String())
+	cfg := procConfig(addr, analyst, budgetEps)
+	if accounting != "" {
+		cfg = cfg.Merge("{accounting: "+accounting+"}", "privacy")
+	}
+	yaml := upstreams(cfg.String())
 	path := filepath.Join(t.TempDir(), analyst+".yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -225,14 +237,50 @@ func sqlState(err error) string {
 // at once, across both proxies. The total charged must equal the budget,
 // never exceed it, and equal the number of distinct answers released; all
 // clients asking one question get the same noisy answer.
+//
+// It runs for every accounting: the number of questions answered must be
+// what the accountant admits for the sequence, as a pure function.
 func TestTwoProxiesShareOneBudget(t *testing.T) {
+	bin := buildDpproxy(t)
+	for _, accounting := range accountings {
+		t.Run(accounting, func(t *testing.T) { twoProxiesShareOneBudget(t, bin, accounting) })
+	}
+}
+
+// accountings are the values of privacy.accounting the crash and race
+// tests run under.
+var accountings = []string{conf.AccountingBasic, conf.AccountingZCDP, conf.AccountingAdvanced, conf.AccountingRDP}
+
+// admits is how many COUNT(*) questions (L0 = 1, L∞ = 8, Laplace) at ε
+// the accounting admits within (limit, 1e-6), computed by the accountant
+// as a pure function.
+func admits(t *testing.T, accounting string, eps, limit float64) int {
+	t.Helper()
+	a, err := budget.NewAccountant(accounting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le, _ := budget.ParseNumeric(fmt.Sprint(limit))
+	ld, _ := budget.ParseNumeric("0.000001")
+	c := budget.Charge{Epsilon: eps, Rho: budget.PureRho(eps),
+		Releases: []budget.Release{{Mechanism: budget.MechLaplace, L0: 1, Sensitivity: 8, Scale: 8 / eps, Epsilon: eps}}}
+	var tot budget.Totals
+	for n := 0; ; n++ {
+		next, ok := a.Compose(tot, budget.Limits{Epsilon: le, Delta: ld}, c)
+		if !ok {
+			return n
+		}
+		tot = next
+	}
+}
+
+func twoProxiesShareOneBudget(t *testing.T, bin, accounting string) {
 	const (
-		analyst = "e2e_twoproxy"
 		clients = 50
 		limit   = 30
 	)
-	bin := buildDpproxy(t)
-	procs := []*proc{startProc(t, bin, analyst, limit), startProc(t, bin, analyst, limit)}
+	analyst := "e2e_twoproxy_" + accounting
+	procs := []*proc{startProcWith(t, bin, analyst, limit, accounting), startProcWith(t, bin, analyst, limit, accounting)}
 
 	var mu sync.Mutex // guards got, failures
 	got := map[int]map[int64]int{}
@@ -286,18 +334,27 @@ func TestTwoProxiesShareOneBudget(t *testing.T) {
 	if spent != want || charges != want || answers != want {
 		t.Errorf("distinct answers released %s; ledger: ε spent %s, %s charges, %s stored answers; want all equal", want, spent, charges, answers)
 	}
-	if len(got) != limit {
-		t.Errorf("%d questions answered with a budget of %d at ε = 1 each: want exactly %d (never more, and demand exceeded supply)", len(got), limit, limit)
+	if want := admits(t, accounting, 1, limit); len(got) != want {
+		t.Errorf("%d questions answered with a budget of %d at ε = 1 each under %s: want exactly %d (never more, and demand exceeded supply)", len(got), limit, accounting, want)
 	}
-	t.Logf("%d questions answered by %d clients on 2 processes", len(got), clients)
+	t.Logf("%s: %d questions answered by %d clients on 2 processes", accounting, len(got), clients)
 }
 
 // TestAnswerCacheSurvivesRestart: a question answered before a kill -9 gets
 // the same noisy answer from the restarted proxy, at no charge; the same
 // query at another ε is a new question.
+//
+// It runs for every accounting.
 func TestAnswerCacheSurvivesRestart(t *testing.T) {
-	const analyst = "e2e_cacherestart"
-	p := startProc(t, buildDpproxy(t), analyst, 100)
+	bin := buildDpproxy(t)
+	for _, accounting := range accountings {
+		t.Run(accounting, func(t *testing.T) { answerCacheSurvivesRestart(t, bin, accounting) })
+	}
+}
+
+func answerCacheSurvivesRestart(t *testing.T, bin, accounting string) {
+	analyst := "e2e_cacherestart_" + accounting
+	p := startProcWith(t, bin, analyst, 100, accounting)
 	ask := func(sql string, setup ...string) int64 {
 		t.Helper()
 		conn, err := dialAt(p.addr, analyst, procPassword)
@@ -340,7 +397,7 @@ func TestAnswerCacheSurvivesRestart(t *testing.T) {
 // TestZCDPAccounting: with privacy.accounting: zcdp and Gaussian noise, an
 // analyst with ε = 2 answers 8 queries at ε = 0.5 (basic composition would
 // stop at 4), each charged ρ = Δ2²/(2σ²) with the sampler's σ, and SHOW
-// dp.budget reports the conversion ρ + 2√(ρ ln(1/δ)).
+// dp.budget reports the Canonne–Kamath–Steinke conversion at δ_z.
 func TestZCDPAccounting(t *testing.T) {
 	const analyst = "e2e_zcdp"
 	yaml := procConfig("127.0.0.1:0", analyst, 2).
@@ -376,9 +433,11 @@ func TestZCDPAccounting(t *testing.T) {
 		t.Errorf("ledger: ρ = %v (want %v), approximate δ = %v (want 0), Σε = %v (want 4)", rho, wantRho, deltaApprox, epsSpent)
 	}
 	b := showBudget(t, conn)
-	wantEps := wantRho + 2*math.Sqrt(wantRho*math.Log(1/1e-6))
-	if math.Abs(b.epsSpent-wantEps) > 1e-9 || math.Abs(b.epsLeft-(2-wantEps)) > 1e-9 || b.deltaSpent != 0 || b.deltaLeft != 1e-6 {
-		t.Errorf("SHOW dp.budget = %+v, want ε spent %v, remaining %v, δ spent 0, remaining 1e-6", b, wantEps, 2-wantEps)
+	// The Canonne–Kamath–Steinke conversion at δ_z = 0.9·δ (the share the
+	// filter sets aside, privacy.rdp_delta_share).
+	wantEps := budget.ZCDPEpsilon(wantRho, 0.9e-6)
+	if math.Abs(b.epsSpent-wantEps) > 1e-9 || math.Abs(b.epsLeft-(2-wantEps)) > 1e-9 || math.Abs(b.deltaSpent-0.9e-6) > 1e-15 || math.Abs(b.deltaLeft-1e-7) > 1e-15 {
+		t.Errorf("SHOW dp.budget = %+v, want ε spent %v, remaining %v, δ spent 9e-7, remaining 1e-7", b, wantEps, 2-wantEps)
 	}
 	t.Logf("8 Gaussian queries at ε = 0.5: ρ = %.4g, reported ε = %.4g (basic composition: 4)", rho, b.epsSpent)
 

@@ -48,7 +48,8 @@ func (ss *session) budgetLeft(ctx context.Context) *dp.Budget {
 	}
 	return &dp.Budget{EpsilonLeft: sp.EpsilonRemaining(), DeltaLeft: sp.DeltaRemaining(),
 		ZCDP:     ss.srv.cfg.Privacy.Accounting == conf.AccountingZCDP,
-		Advanced: ss.srv.cfg.Privacy.Accounting == conf.AccountingAdvanced}
+		Advanced: ss.srv.cfg.Privacy.Accounting == conf.AccountingAdvanced,
+		RDP:      ss.srv.cfg.Privacy.Accounting == conf.AccountingRDP}
 }
 
 func explainResult(lines []string) *result {

@@ -66,7 +66,7 @@ func budgetCmd(args []string, out io.Writer) error {
 		return fmt.Errorf("budget: connect: %w", err)
 	}
 	defer pool.Close()
-	l, err := budget.Attach(ctx, pool, budget.Options{Accounting: cfg.Privacy.Accounting, AdvancedDelta: cfg.Privacy.AdvancedDelta})
+	l, err := budget.Attach(ctx, pool, budget.Options{Accounting: cfg.Privacy.Accounting, AdvancedDelta: cfg.Privacy.AdvancedDelta, RDPDeltaShare: cfg.Privacy.RDPDeltaShare})
 	if err != nil {
 		return err
 	}
