@@ -19,7 +19,10 @@
 //  4. scale: RSS per idle connection at -conns connections, and a DP query
 //     mix from 64 clients (ledger transactions per second, errors);
 //  5. accuracy: RMSE of the release path vs the theoretical standard
-//     deviation, and bench/accuracy.png.
+//     deviation, and bench/accuracy.png;
+//  6. algorithms: partition selection's release probabilities and
+//     percentile errors, dpproxy's mechanisms next to Google's library, in
+//     process (`-only algorithms` runs it alone, without a database).
 //
 // Nothing here runs in `go test ./...` beyond the unit tests of its parsers.
 package main
@@ -48,6 +51,7 @@ type options struct {
 	mixDuration time.Duration
 	dpRounds    int
 	accRuns     int
+	algoRuns    int
 	out         string
 	plot        string
 	skip        map[string]bool
@@ -55,7 +59,7 @@ type options struct {
 
 func main() {
 	var o options
-	var clients, modes, skip, sizes string
+	var clients, modes, skip, only, sizes string
 	flag.StringVar(&sizes, "rows", "1000000,10000000", "rows of the private tables, comma-separated: the DP cost is measured on each (the first also serves the scale section)")
 	flag.IntVar(&o.scale, "scale", 10, "pgbench scale factor (100k accounts each)")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of one pgbench run")
@@ -68,7 +72,9 @@ func main() {
 	flag.IntVar(&o.accRuns, "accuracy-runs", 20000, "releases per accuracy cell")
 	flag.StringVar(&o.out, "out", "bench/RESULTS.md", "report to write")
 	flag.StringVar(&o.plot, "plot", "bench/accuracy.png", "accuracy plot to write")
-	flag.StringVar(&skip, "skip", "", "sections to skip: comma-separated of passthrough, dpcost, cpu, scale, accuracy")
+	flag.StringVar(&skip, "skip", "", "sections to skip: comma-separated of passthrough, dpcost, cpu, scale, accuracy, algorithms")
+	flag.StringVar(&only, "only", "", "sections to run, comma-separated (the others are skipped); the database is started only for passthrough, dpcost and scale")
+	flag.IntVar(&o.algoRuns, "algorithm-runs", 1000, "releases per percentile cell of the algorithms section")
 	flag.Parse()
 	var err error
 	if o.clients, err = parseInts(clients); err != nil {
@@ -82,6 +88,11 @@ func main() {
 	for _, s := range strings.Split(skip, ",") {
 		if s != "" {
 			o.skip[s] = true
+		}
+	}
+	if only != "" {
+		for _, s := range []string{"passthrough", "dpcost", "cpu", "scale", "accuracy", "algorithms"} {
+			o.skip[s] = !strings.Contains(","+only+",", ","+s+",")
 		}
 	}
 	if _, err := os.Stat("cmd/dpproxy"); err != nil {
@@ -111,12 +122,15 @@ func run(ctx context.Context, o options, args []string) error {
 	rep := &report{command: "go run ./bench " + strings.Join(args, " "), machine: machineInfo()}
 	rep.loadBefore = loadAvg()
 
-	env, err := setup(ctx, o)
-	if err != nil {
-		return err
+	var env *benchEnv
+	var err error
+	if !o.skip["passthrough"] || !o.skip["dpcost"] || !o.skip["scale"] {
+		if env, err = setup(ctx, o); err != nil {
+			return err
+		}
+		defer env.close()
+		rep.setup = env.summary
 	}
-	defer env.close()
-	rep.setup = env.summary
 
 	if !o.skip["passthrough"] {
 		log.Printf("pass-through: pgbench %v clients × %v, %d rounds of %v", o.clients, o.modes, o.rounds, o.duration)
@@ -160,6 +174,12 @@ func run(ctx context.Context, o options, args []string) error {
 			return fmt.Errorf("accuracy plot: %w", err)
 		}
 		rep.plot = o.plot
+	}
+	if !o.skip["algorithms"] {
+		log.Printf("algorithms: partition selection and percentiles in process, %d releases per cell", o.algoRuns)
+		if rep.algorithms, err = measureAlgorithms(o.algoRuns); err != nil {
+			return fmt.Errorf("algorithms: %w", err)
+		}
 	}
 	rep.loadAfter = loadAvg()
 	rep.elapsed = time.Since(began)

@@ -22,6 +22,7 @@ type report struct {
 	cpu         []benchLine
 	scale       *scaleResult
 	accuracy    []accRow
+	algorithms  *algoResult
 	plot        string
 }
 
@@ -75,6 +76,9 @@ func (r *report) write(w io.Writer) error {
 	}
 	if len(r.accuracy) > 0 {
 		r.writeAccuracy(p)
+	}
+	if a := r.algorithms; a != nil {
+		r.writeAlgorithms(p, a)
 	}
 	p("")
 	p("## Where the gaps come from")

@@ -117,6 +117,12 @@ func quantileEM(rnd io.Reader, hist []float64, lower, upper, p, eps, du float64)
 	return math.Min(upper, lower+(float64(best)+u)*width), nil
 }
 
+// ExponentialQuantile is quantileEM, the release of one quantile from a
+// histogram of bounded counts, for bench/.
+func ExponentialQuantile(rnd io.Reader, hist []float64, lower, upper, p, eps, sensitivity float64) (float64, error) {
+	return quantileEM(rnd, hist, lower, upper, p, eps, sensitivity)
+}
+
 // uniform returns a uniform float64 in (0, 1) from 53 random bits.
 func uniform(rnd io.Reader) (float64, error) {
 	var b [8]byte

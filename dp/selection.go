@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/sensitivity"
 )
@@ -234,4 +235,39 @@ func wholeUnits(v float64) string {
 		return "more than 2^60"
 	}
 	return strconv.FormatFloat(v, 'f', 0, 64)
+}
+
+// SelectionCurve is partition selection at one setting, for bench/ and
+// tests: both methods' release probabilities and the one the release
+// uses. Safe for concurrent use.
+type SelectionCurve struct {
+	sel      *selection
+	gaussian bool
+}
+
+// NewSelectionCurve builds partition selection for a query whose
+// selection share is (eps, delta) over l0 groups with mechanism m.
+func NewSelectionCurve(m noise.Mechanism, l0 int64, eps, delta float64) (*SelectionCurve, error) {
+	gaussian := m.Name() == conf.Gaussian
+	s, err := newSelection(m, l0, sensitivity.Share{Epsilon: eps, Delta: delta}, gaussian)
+	if err != nil {
+		return nil, err
+	}
+	return &SelectionCurve{sel: s, gaussian: gaussian}, nil
+}
+
+// Optimal reports whether the release uses the optimal pre-aggregated
+// selection (else it thresholds a noisy count).
+func (c *SelectionCurve) Optimal() bool { return c.sel.method == selOptimal }
+
+// Probabilities are the chances that a group of n units is released by
+// thresholding and by the optimal selection.
+func (c *SelectionCurve) Probabilities(n float64) (threshold, optimal float64) {
+	return c.sel.thresholdProbability(c.gaussian, n), optimalKeepProbability(n, c.sel.l0, c.sel.eps, c.sel.delta)
+}
+
+// K50 are the units at which each method releases a group half the time,
+// and Hard the units from which the optimal one always does.
+func (c *SelectionCurve) K50() (threshold, optimal, hard float64) {
+	return c.sel.k50Threshold, c.sel.k50Optimal, c.sel.hard
 }
