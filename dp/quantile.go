@@ -30,10 +30,11 @@ import (
 //
 // Accuracy (bench/RESULTS.md, section 6). At large n the mechanism picks
 // the right bucket nearly always, even at ε = 0.1 on 200,000 rows, so the
-// error is the bucket's width: with 64 buckets of [0, 2000] an RMS of about
-// 9 when the answer was drawn uniformly in the bucket, about 6.4 now that
-// it is the bucket's middle (same privacy: post-processing; the uniform
-// draw only added variance w²/12). Finer grids are never worse at any n
+// error is the bucket's width w: with 64 buckets of [0, 2000] (w = 31.25)
+// and the true value anywhere in its bucket, an RMS of w/√6 ≈ 12.8 when
+// the answer was drawn uniformly in the bucket, w/√12 ≈ 9.0 now that it
+// is the bucket's middle (same privacy: post-processing; the uniform draw
+// only added variance w²/12). Finer grids are never worse at any n
 // measured (1,000 to 200,000 rows; the mechanism's rank error grows only
 // with ln(buckets)) and at 4096 buckets the error falls 20–50 times, so no
 // size estimate is needed to choose a resolution: the finest the SQL can
