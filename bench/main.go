@@ -24,7 +24,10 @@
 //     Google's DP library on the same rows (acctable.go), and
 //     bench/accuracy-table.png;
 //  7. accounting: how many queries each accountant admits within one
-//     analyst's budget, through the proxy (accounting.go).
+//     analyst's budget, through the proxy (accounting.go);
+//  8. algorithms: partition selection's release probabilities and
+//     percentile errors, dpproxy's mechanisms next to Google's library, in
+//     process (`-only algorithms` runs it alone, without a database).
 //
 // -only runs some sections; the sections not run keep their text from the
 // RESULTS.md already there (merge.go), so one section can be re-measured
@@ -60,6 +63,7 @@ type options struct {
 	mixDuration time.Duration
 	dpRounds    int
 	accRuns     int
+	algoRuns    int
 	out         string
 	plot        string
 	skip        map[string]bool
@@ -69,7 +73,7 @@ type options struct {
 }
 
 // sections are the measurements -skip and -only name, in report order.
-var sections = []string{"passthrough", "dpcost", "cpu", "scale", "accuracy", "acctable", "accounting"}
+var sections = []string{"passthrough", "dpcost", "cpu", "scale", "accuracy", "acctable", "accounting", "algorithms"}
 
 // needsEvents reports whether a section to run needs the pgbench and
 // events tables and the bench proxy (all but the in-process accuracy and
@@ -98,6 +102,7 @@ func main() {
 	flag.IntVar(&o.tableRuns, "table-runs", 20, "dpproxy releases per query and ε in the accuracy table")
 	flag.IntVar(&o.tableLib, "table-lib-runs", 100, "library releases per query and ε in the accuracy table")
 	flag.StringVar(&o.tablePlot, "table-plot", "bench/accuracy-table.png", "accuracy table plot to write")
+	flag.IntVar(&o.algoRuns, "algorithm-runs", 1000, "releases per percentile cell of the algorithms section")
 	flag.Parse()
 	var err error
 	if o.clients, err = parseInts(clients); err != nil {
@@ -153,12 +158,15 @@ func run(ctx context.Context, o options, args []string) error {
 	rep := &report{command: "go run ./bench " + strings.Join(args, " "), machine: machineInfo()}
 	rep.loadBefore = loadAvg()
 
-	env, err := setup(ctx, o)
-	if err != nil {
-		return err
+	var env *benchEnv
+	var err error
+	if o.needsEvents() || !o.skip["acctable"] {
+		if env, err = setup(ctx, o); err != nil {
+			return err
+		}
+		defer env.close()
+		rep.setup = env.summary
 	}
-	defer env.close()
-	rep.setup = env.summary
 
 	if !o.skip["passthrough"] {
 		log.Printf("pass-through: pgbench %v clients × %v, %d rounds of %v", o.clients, o.modes, o.rounds, o.duration)
@@ -219,6 +227,12 @@ func run(ctx context.Context, o options, args []string) error {
 		log.Print("accounting: queries admitted per budget, by accountant")
 		if rep.accounting, err = measureAccounting(ctx, env); err != nil {
 			return fmt.Errorf("accounting: %w", err)
+		}
+	}
+	if !o.skip["algorithms"] {
+		log.Printf("algorithms: partition selection and percentiles in process, %d releases per cell", o.algoRuns)
+		if rep.algorithms, err = measureAlgorithms(o.algoRuns); err != nil {
+			return fmt.Errorf("algorithms: %w", err)
 		}
 	}
 	rep.loadAfter = loadAvg()

@@ -22,6 +22,7 @@ type report struct {
 	cpu         []benchLine
 	scale       *scaleResult
 	accuracy    []accRow
+	algorithms  *algoResult
 	plot        string
 	acctable    *accTable
 	ran         []string // the sections this run measured (merge.go)
@@ -84,6 +85,9 @@ func (r *report) write(w io.Writer) error {
 	}
 	if a := r.accounting; a != nil {
 		r.writeAccounting(p, a)
+	}
+	if a := r.algorithms; a != nil {
+		r.writeAlgorithms(p, a)
 	}
 	p("")
 	p("## Where the gaps come from")

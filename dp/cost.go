@@ -94,7 +94,9 @@ var pureRho = budget.PureRho
 //     ρ = L0·(ε/L0)²/2.
 //   - Partition selection: its noise as above, and the threshold's δ
 //     (the chance that a group of one person is released) as the
-//     approximate part.
+//     approximate part; the optimal pre-aggregated selection costs as
+//     Laplace thresholding does, ρ = ε²/(2·L0) with all of its δ
+//     approximate (selection.go).
 //
 // The per-query δ that basic composition charges for Gaussian noise is not
 // in deltaApprox: under zCDP the Gaussian's cost is all in ρ.
@@ -130,7 +132,10 @@ func zcdpCost(s *Spec) (rho, deltaApprox float64, err error) {
 		}
 	}
 	if s.sel != nil {
-		if err := add(s.sel.units); err != nil {
+		if s.sel.method == selOptimal {
+			// (ε/L0, δ/L0)-DP decisions in L0 groups (selection.go).
+			rho += pureRho(s.sel.eps) / float64(s.sel.l0)
+		} else if err := add(s.sel.units); err != nil {
 			return 0, 0, err
 		}
 		deltaApprox += s.sel.delta - s.sel.noiseDel

@@ -112,8 +112,7 @@ func (s *Spec) ExplainSpec(names []string) []string {
 		lines = append(lines, s.aggregator(o.Agg).Explain(name, s.mech)...)
 	}
 	if sel := s.sel; sel != nil {
-		add("Partition selection: a group is released when its noisy count of distinct units (L0=%d L∞=1, ε=%s δ=%s) reaches %s",
-			sel.units.Bound.L0, formatNum(sel.units.Share.Epsilon), formatNum(sel.delta), humanBound(sel.threshold))
+		lines = append(lines, sel.explain())
 	}
 	return lines
 }

@@ -50,3 +50,19 @@ func TestQuantileEMAccuracy(t *testing.T) {
 		t.Error("ε = 0 accepted")
 	}
 }
+
+// TestQuantileIsTheBucketMiddle: when one bucket is certain to be chosen,
+// the answer is its middle, every time (it used to be a uniform draw in
+// the bucket, which only added variance).
+func TestQuantileIsTheBucketMiddle(t *testing.T) {
+	hist := []float64{0, 1e9, 0, 0}
+	for range 50 {
+		v, err := quantileEM(rand.Reader, hist, 100, 500, 0.5, 1, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v != 250 {
+			t.Fatalf("quantile %v, want 250, the middle of [200, 300]", v)
+		}
+	}
+}

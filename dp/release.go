@@ -60,7 +60,7 @@ func (s *Spec) Release(cols []Column, rows [][][]byte) (*Answer, error) {
 	default:
 		kept := groups[:0]
 		for _, g := range groups {
-			ok, err := s.sel.keep(s.mech, g.Units)
+			ok, err := s.sel.keep(s.mech, s.rnd, g.Units)
 			if err != nil {
 				return nil, err
 			}

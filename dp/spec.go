@@ -20,7 +20,7 @@ type Spec struct {
 	total   sensitivity.Share
 	aggs    []Aggregator // by index in plan.Aggregates
 	sel     *selection   // nil when every group key is public (or none)
-	rnd     io.Reader    // the exponential mechanism's randomness
+	rnd     io.Reader    // the exponential mechanism's and the optimal selection's randomness
 }
 
 // NewSpec splits the query's budget among the plan's aggregates and its
@@ -71,20 +71,26 @@ func (s *Spec) Mechanism() noise.Mechanism { return s.mech }
 // Total is the (ε, δ) the release costs under basic composition.
 func (s *Spec) Total() sensitivity.Share { return s.total }
 
-// Threshold is partition selection's threshold on the noisy unit count,
-// and whether the plan selects partitions.
+// Threshold is partition selection's threshold on the noisy unit count
+// (for the optimal pre-aggregated selection, the number of units from
+// which every group is released), and whether the plan selects
+// partitions.
 func (s *Spec) Threshold() (float64, bool) {
 	if s.sel == nil {
 		return 0, false
+	}
+	if s.sel.method == selOptimal {
+		return s.sel.hard, true
 	}
 	return s.sel.threshold, true
 }
 
 // Parts are every noised part of the release, checked by NewSpec: the
-// selection's unit count first, then each aggregate's.
+// selection's unit count first (when it thresholds a noisy count), then
+// each aggregate's.
 func (s *Spec) Parts() []Part {
 	var parts []Part
-	if s.sel != nil {
+	if s.sel != nil && s.sel.method == selThreshold {
 		parts = append(parts, s.sel.units)
 	}
 	for _, a := range s.aggs {

@@ -78,6 +78,8 @@ func TestPrivacyAudit(t *testing.T) {
 	}
 	eps := 1.0
 	// Partition selection gets ε/2 (one aggregate + the selection), δ all.
+	// It is the optimal pre-aggregated selection (dp/selection.go), which
+	// at the Laplace threshold releases a group more than half the time.
 	thr, err := noise.Laplace().Threshold(1, 1, eps/2, 0, 1e-7)
 	if err != nil {
 		t.Fatal(err)

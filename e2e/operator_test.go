@@ -190,7 +190,7 @@ func TestExplainDPShowsEveryColumnAndChargesNothing(t *testing.T) {
 		"Column channel: group key read from the private table: a value is released only through partition selection",
 		"Column count (count): laplace, sensitivity L0=4 L∞=8, ε=0.5 δ=0",
 		"95% error ±" + laplaceBound(4, 8, 0.5),
-		"Partition selection: a group is released when its noisy count of distinct units (L0=4 L∞=1, ε=0.5 δ=0.0000001) reaches",
+		"Partition selection: a group is released when a random draw with a probability set by its count of distinct units succeeds (optimal pre-aggregated selection, L0=4, ε=0.5 δ=0.0000001)",
 		"Budget left after this query: ε=9 δ=0.0000099",
 	} {
 		if !strings.Contains(text, w) {
