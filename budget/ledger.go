@@ -72,6 +72,9 @@ type Options struct {
 	// AdvancedDelta is δ′ of the advanced accountant (privacy.advanced_delta;
 	// 0 means conf.DefaultAdvancedDelta).
 	AdvancedDelta float64
+	// TableBudgets are the per-table budgets, by qualified table name
+	// (conf.Config.TableBudgets; tables.go). Open sets their limits.
+	TableBudgets map[string]conf.Budget
 }
 
 // Ledger is the durable budget ledger. It is safe for concurrent use, and
@@ -79,6 +82,9 @@ type Options struct {
 type Ledger struct {
 	pool *pgxpool.Pool // not owned: the caller closes it
 	acct Accountant    // read-only after Open
+	// tables are the names of the configured table budgets, sorted
+	// (tables.go); read-only after Open.
+	tables []string
 }
 
 func newLedger(pool *pgxpool.Pool, opts Options) (*Ledger, error) {
@@ -86,7 +92,7 @@ func newLedger(pool *pgxpool.Pool, opts Options) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Ledger{pool: pool, acct: a}, nil
+	return &Ledger{pool: pool, acct: a, tables: sortedKeys(opts.TableBudgets)}, nil
 }
 
 // Open creates the dpproxy schema and its tables if missing (or brings an
@@ -142,6 +148,11 @@ func Open(ctx context.Context, pool *pgxpool.Pool, users []conf.User, opts Optio
 					return fmt.Errorf("migrate Σε²: %w", err)
 				}
 			}
+			for _, stmt := range tableDDL() { // tables.go
+				if _, err := tx.Exec(ctx, stmt); err != nil {
+					return fmt.Errorf("create schema: %w", err)
+				}
+			}
 		}
 		for _, u := range users {
 			var eps, delta string
@@ -168,7 +179,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, users []conf.User, opts Optio
 				return fmt.Errorf("audit limits of %q: %w", u.Name, err)
 			}
 		}
-		return nil
+		return openTables(ctx, tx, opts.TableBudgets) // tables.go
 	})
 	if err != nil {
 		return nil, fmt.Errorf("budget: open: %w", err)
@@ -209,6 +220,10 @@ type Charge struct {
 	// Fingerprint identifies the query in the ledger's record (a
 	// pg_query fingerprint; never raw SQL, which may hold values).
 	Fingerprint string
+	// Tables are the private tables the query reads (qualified names):
+	// the charge counts against the budget of each that has one
+	// (tables.go).
+	Tables []string
 }
 
 // budgetColumns are the columns of a dpproxy.budgets row an accountant
@@ -312,6 +327,10 @@ func (l *Ledger) charge(ctx context.Context, db beginner, c Charge) (Spend, int6
 	if !ok {
 		return Spend{}, 0, &ExhaustedError{Requested: c, Remaining: l.acct.Report(totals, limits)}
 	}
+	tables, err := l.composeTables(ctx, tx, c) // tables.go: locks after the analyst's row
+	if err != nil {
+		return Spend{}, 0, err
+	}
 	// The new totals go in as numeric text of the same value and scale
 	// PostgreSQL's own epsilon_spent + $2 would have given (Numeric).
 	if _, err := tx.Exec(ctx, `
@@ -335,6 +354,9 @@ func (l *Ledger) charge(ctx context.Context, db beginner, c Charge) (Spend, int6
 		RETURNING id`,
 		c.Analyst, c.Fingerprint, decimal(c.Epsilon), decimal(c.Delta), decimal(rho), decimal(dApprox)).Scan(&id); err != nil {
 		return Spend{}, 0, unavailable(err)
+	}
+	if err := writeTables(ctx, tx, id, tables); err != nil {
+		return Spend{}, 0, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Spend{}, 0, unavailable(err)

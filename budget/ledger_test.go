@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/big"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -297,7 +298,7 @@ func TestOverspendRefused(t *testing.T) {
 			if err.Error() != tc.wantMsg {
 				t.Errorf("message = %q, want %q", err.Error(), tc.wantMsg)
 			}
-			if ex.Remaining.EpsilonSpent != 0.7 || ex.Requested != tc.c {
+			if ex.Remaining.EpsilonSpent != 0.7 || !reflect.DeepEqual(ex.Requested, tc.c) {
 				t.Errorf("ExhaustedError = %+v", ex)
 			}
 		})

@@ -102,4 +102,5 @@ const migrateEpsilonSq = `UPDATE dpproxy.budgets b
 const schemaCurrent = `SELECT to_regclass('dpproxy.answers') IS NOT NULL
 	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.budgets') AND attname = 'delta_granted')
 	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.charges') AND attname = 'delta_approx')
-	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.budgets') AND attname = 'epsilon_sq_spent' AND NOT attisdropped)`
+	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.budgets') AND attname = 'epsilon_sq_spent' AND NOT attisdropped)
+	AND ` + tablesCurrent
