@@ -143,21 +143,26 @@ type tableState struct {
 	budgetedTable bool
 }
 
-// composeTables locks the row of every table c touches, in lockOrder, and
-// asks the accountant whether c fits each. It runs in the charge's
-// transaction, after the analyst's row is locked. Tables without a row
-// (no budget) are returned unbudgeted: the charge records that it touched
+// composeTables locks the row of every budgeted table c touches, in
+// lockOrder, and asks the accountant whether c fits each. It runs in the
+// charge's transaction, after the analyst's row is locked. Tables without
+// a configured budget (budgeted) are returned unbudgeted: the charge records that it touched
 // them, and that is all. A table whose budget c would exceed refuses the
 // whole charge with *TableExhaustedError.
 func (l *Ledger) composeTables(ctx context.Context, tx pgx.Tx, c Charge) ([]tableState, error) {
 	var out []tableState
 	for _, name := range lockOrder(c.Tables) {
+		if !l.budgeted(name) {
+			out = append(out, tableState{name: name})
+			continue
+		}
 		var r budgetRow
 		err := tx.QueryRow(ctx, `SELECT `+budgetColumns+` FROM dpproxy.table_budgets WHERE table_name = $1 FOR UPDATE`,
 			name).Scan(r.dest()...)
 		if errors.Is(err, pgx.ErrNoRows) {
-			out = append(out, tableState{name: name})
-			continue
+			// Open creates the row of every configured budget: without
+			// it the limit is unknown, so nothing runs.
+			return nil, unavailable(fmt.Errorf("no row for the budget of table %q in dpproxy.table_budgets", name))
 		}
 		if err != nil {
 			return nil, unavailable(err)
@@ -173,6 +178,16 @@ func (l *Ledger) composeTables(ctx context.Context, tx pgx.Tx, c Charge) ([]tabl
 		out = append(out, tableState{name: name, totals: t, next: next, limits: lim, budgetedTable: true})
 	}
 	return out, nil
+}
+
+// budgeted reports whether the ledger was opened with a budget for table
+// name: only configured budgets are enforced, so that removing a table's
+// budget from the configuration lifts it (its row and spend stay, and
+// count again if it is configured again). Proxies sharing a ledger share
+// their configuration, as they do for analysts' budgets.
+func (l *Ledger) budgeted(name string) bool {
+	i := sort.SearchStrings(l.tables, name)
+	return i < len(l.tables) && l.tables[i] == name
 }
 
 // writeTables writes the new totals of every budgeted table and records
