@@ -285,7 +285,7 @@ type beginner interface {
 // A query whose answer goes to the answer cache is charged through Claim
 // instead, so that concurrent askers of one question pay once.
 func (l *Ledger) Charge(ctx context.Context, c Charge) (Spend, error) {
-	s, _, err := l.charge(ctx, l.pool, c)
+	s, _, err := l.charge(ctx, l.pool, c, nil)
 	return s, err
 }
 
@@ -300,7 +300,7 @@ func (l *Ledger) Charge(ctx context.Context, c Charge) (Spend, error) {
 // Grant and Open's limit upsert update the same row, so they wait for the
 // lock too. TestConcurrentCharges and TestZCDPConcurrentChargesNeverOverspend
 // fail without it.
-func (l *Ledger) charge(ctx context.Context, db beginner, c Charge) (Spend, int64, error) {
+func (l *Ledger) charge(ctx context.Context, db beginner, c Charge, fits *FitCount) (Spend, int64, error) {
 	if err := validate(c); err != nil {
 		return Spend{}, 0, err
 	}
@@ -360,6 +360,9 @@ func (l *Ledger) charge(ctx context.Context, db beginner, c Charge) (Spend, int6
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Spend{}, 0, unavailable(err)
+	}
+	if fits != nil {
+		*fits = l.fitsAfter(next, limits, c, tables) // fits.go: pure, no I/O
 	}
 	return l.acct.Report(next, limits), id, nil
 }

@@ -374,3 +374,44 @@ func TestTableBudgetAddedLater(t *testing.T) {
 		t.Errorf("2.1 + 0.5 over 2.5: err = %v, want TableExhaustedError", err)
 	}
 }
+
+// TestFitsThroughTheLedger: after a charge, the claim says how many more
+// queries like it fit, and which budget binds; Outlook (EXPLAIN DP) says
+// how many fit before one is charged, this one included, and charges
+// nothing.
+func TestFitsThroughTheLedger(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t, newDB(t), 4, nil)
+	l := openTablesLedger(t, pool, users("alice", 10.0, 1e-5),
+		map[string]conf.Budget{"public.orders": {Epsilon: 2.5, Delta: 1e-6}}, "")
+	c := Charge{Analyst: "alice", Epsilon: 1, Fingerprint: "q", Tables: []string{"public.orders"}}
+	o, err := l.Outlook(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Fits != (FitCount{N: 2, LimitedBy: "public.orders"}) || o.Analyst.EpsilonRemaining() != 10 ||
+		len(o.Tables) != 1 || o.Tables[0].Table != "public.orders" || o.Tables[0].EpsilonRemaining() != 2.5 {
+		t.Errorf("Outlook = %+v, want 2 fitting, limited by public.orders", o)
+	}
+	if o, err := l.Outlook(ctx, Charge{Analyst: "alice", Epsilon: 1, Tables: []string{"public.other"}}); err != nil || o.Fits != (FitCount{N: 10}) || len(o.Tables) != 0 {
+		t.Errorf("Outlook over an unbudgeted table = %+v, %v; want 10 fitting, limited by the analyst", o, err)
+	}
+	if got := chargeCount(t, pool, "alice"); got != "0" {
+		t.Errorf("Outlook charged: %s charges", got)
+	}
+	cl, err := l.Claim(ctx, CacheKey{Analyst: "alice", Query: "q", Epsilon: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Release()
+	if _, err := cl.Charge(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if f := cl.Fits(); f != (FitCount{N: 1, LimitedBy: "public.orders"}) {
+		t.Errorf("Claim.Fits after one charge = %+v, want 1 more, limited by public.orders", f)
+	}
+	if _, err := l.Outlook(ctx, Charge{Analyst: "nobody", Epsilon: 1}); !errors.As(err, new(*UnknownAnalystError)) {
+		t.Errorf("Outlook of an unknown analyst: %v", err)
+	}
+}
