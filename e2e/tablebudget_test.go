@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dpproxy/dpproxy/conf"
@@ -148,5 +150,116 @@ func TestTableBudgetAcrossProxies(t *testing.T) {
 	}
 	if spent := ledgerText(t, `SELECT epsilon_spent::text FROM dpproxy.table_budgets WHERE table_name = $1`, "public."+visits); spent != "2.5" {
 		t.Errorf("table spend = %s, want 2.5", spent)
+	}
+}
+
+// TestTableBudgetWhatTheAnalystSees: the NOTICE's DETAIL after a charged
+// answer states the analyst's spent and remaining (ε, δ) and how many more
+// queries like it fit, naming the table budget when that binds; EXPLAIN DP
+// states both budgets and how many fit; SHOW dp.budget adds a row per
+// table budget.
+func TestTableBudgetWhatTheAnalystSees(t *testing.T) {
+	addr, visits, clicks, _ := tableBudgetSetup(t, "tb_fay")
+	cc, err := pgx.ParseConfig(fmt.Sprintf("postgres://tb_fay:pw@%s/shop?sslmode=disable", addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	var mu sync.Mutex
+	var details []string
+	cc.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		details = append(details, n.Detail)
+		mu.Unlock()
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	lastDetail := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(details) == 0 {
+			return ""
+		}
+		return details[len(details)-1]
+	}
+	explain := func(q string) string {
+		rows, err := conn.Query(ctx, "EXPLAIN DP "+q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for rows.Next() {
+			var l string
+			if err := rows.Scan(&l); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, l)
+		}
+		return strings.Join(lines, "\n")
+	}
+
+	q := fmt.Sprintf("SELECT count(*) FROM %s WHERE v > 0", visits)
+	plan := explain(q)
+	for _, want := range []string{
+		"Budget of tb_fay (basic accounting): spent ε=0 δ=0, remaining ε=20 δ=0.00001; 2 queries like this one fit (the budget of table public." + visits + ", shared by all analysts, allows the fewest), this one included",
+		"Budget of table public." + visits + ", shared by all analysts: spent ε=0 δ=0, remaining ε=2.5 δ=0.000001",
+	} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("EXPLAIN DP lacks %q:\n%s", want, plan)
+		}
+	}
+	if i, j := strings.Index(plan, "Budget of tb_fay"), strings.Index(plan, "Rewritten SQL"); i < 0 || j < 0 || i > j {
+		t.Errorf("EXPLAIN DP: the budgets should come before the rewritten SQL:\n%s", plan)
+	}
+	var n int64
+	if err := conn.QueryRow(ctx, q).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := lastDetail(), "budget (basic accounting): spent ε=1 δ=0, remaining ε=19 δ=0.00001; 1 more query like this one fits (the budget of table public."+visits+", shared by all analysts, allows the fewest)"; got != want {
+		t.Errorf("NOTICE DETAIL = %q, want %q", got, want)
+	}
+	if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s", clicks)).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := lastDetail(), "budget (basic accounting): spent ε=2 δ=0, remaining ε=18 δ=0.00001; 18 more queries like this one fit"; got != want {
+		t.Errorf("NOTICE DETAIL over a table without a budget = %q, want %q", got, want)
+	}
+
+	rows, err := conn.Query(ctx, "SHOW dp.budget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cols []string
+	for _, f := range rows.FieldDescriptions() {
+		cols = append(cols, f.Name)
+	}
+	var got []string
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parts []string
+		for _, v := range vals[:4] {
+			f, err := toFloat(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts = append(parts, fmt.Sprint(f))
+		}
+		got = append(got, strings.Join(append(parts, fmt.Sprint(vals[4])), " "))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if c := strings.Join(cols, ","); c != "epsilon_spent,epsilon_remaining,delta_spent,delta_remaining,budget" {
+		t.Errorf("SHOW dp.budget columns = %s", c)
+	}
+	want := []string{"2 18 0 1e-05 analyst tb_fay", "1 1.5 0 1e-06 table public." + visits}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("SHOW dp.budget =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
