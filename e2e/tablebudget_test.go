@@ -5,6 +5,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -33,17 +36,22 @@ func tableBudgetSetup(t *testing.T, analysts ...string) (addr, visits, clicks st
 			t.Fatal(err)
 		}
 	}
+	yaml := tableBudgetYAML(visits, clicks, analysts...)
+	cfg = configFor(t, yaml, map[string]string{"PW": "pw"})
+	_, addr, _ = startProxyWith(t, cfg)
+	return addr, visits, clicks, cfg
+}
+
+// tableBudgetYAML is tableBudgetSetup's configuration (upstream: UPSTREAM).
+func tableBudgetYAML(visits, clicks string, analysts ...string) string {
 	var users strings.Builder
 	users.WriteString("users:\n")
 	for _, a := range analysts {
 		fmt.Fprintf(&users, "  - {name: %s, password_env: PW, budget: {epsilon: 20, delta: 1.0e-5}}\n", a)
 	}
-	yaml := testconf.Get("e2e_proxy").Merge(users.String(), "auth").
+	return testconf.Get("e2e_proxy").Merge(users.String(), "auth").
 		Merge(fmt.Sprintf("{public.%s: {privacy_unit: uid, budget: {epsilon: 2.5, delta: 1.0e-6}}, public.%s: {privacy_unit: uid}}", visits, clicks), "tables").
 		Merge("{mechanism: laplace, response_quantum: 1ms}", "privacy").String()
-	cfg = configFor(t, yaml, map[string]string{"PW": "pw"})
-	_, addr, _ = startProxyWith(t, cfg)
-	return addr, visits, clicks, cfg
 }
 
 // TestTableBudgetPooledAnalysts: two analysts whose queries over one table
@@ -261,5 +269,46 @@ func TestTableBudgetWhatTheAnalystSees(t *testing.T) {
 	want := []string{"2 18 0 1e-05 analyst tb_fay", "1 1.5 0 1e-06 table public." + visits}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("SHOW dp.budget =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestTableBudgetOperatorCommand: dpproxy budget show lists the analyst's
+// charges and the table budgets, list the analysts then the table
+// budgets, each with what all analysts spent on it.
+func TestTableBudgetOperatorCommand(t *testing.T) {
+	bin := buildDpproxy(t)
+	addr, visits, clicks, _ := tableBudgetSetup(t, "tb_gus")
+	conn, err := dialAt(addr, "tb_gus", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int64
+	if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE v > 5", visits)).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tb.yaml")
+	if err := os.WriteFile(path, []byte(upstreams(tableBudgetYAML(visits, clicks, "tb_gus"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"budget", "-config", path}, args...)...)
+		cmd.Env = append(os.Environ(), "PW=pw")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("dpproxy budget %q: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	row := `(?m)^public\.` + visits + `\s+1\s+1\.5\s+2\.5\s+0\s+1e-06\s+1e-06\s+basic\s+yes$`
+	show := cli("show", "tb_gus")
+	for _, want := range []string{`ε: spent 1, remaining 19, limit 20`, `charge\s+tb_gus\s+\w+\s+1\s+0`, `table budgets \(shared by all analysts\):`, row} {
+		if !matches(show, want) {
+			t.Errorf("budget show lacks %q:\n%s", want, show)
+		}
+	}
+	if list := cli("list"); !matches(list, `(?m)^tb_gus\s+1\s+19\s+20\s`) || !matches(list, row) {
+		t.Errorf("budget list:\n%s", list)
 	}
 }
