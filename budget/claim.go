@@ -37,7 +37,7 @@ type Claim struct {
 	answer   []byte // the stored answer, if any
 	chargeID int64  // set by Charge
 
-	fits FitCount // set by Charge (fits.go)
+	after afterCharge // set by Charge (fits.go)
 }
 
 // Claim waits until no one else holds key's question, then returns the
@@ -84,7 +84,7 @@ func (c *Claim) Charge(ctx context.Context, ch Charge) (Spend, error) {
 	case ch.Analyst != c.analyst:
 		return Spend{}, errors.New("budget: charge for another analyst than the claim's")
 	}
-	s, id, err := c.l.charge(ctx, c.conn, ch, &c.fits)
+	s, id, err := c.l.charge(ctx, c.conn, ch, &c.after)
 	if err != nil {
 		return Spend{}, err
 	}
@@ -93,8 +93,9 @@ func (c *Claim) Charge(ctx context.Context, ch Charge) (Spend, error) {
 }
 
 // Fits is how many more queries like the one the claim charged fit the
-// budgets it was charged to (fits.go); zero before Charge.
-func (c *Claim) Fits() FitCount { return c.fits }
+// budgets it was charged to, counted by the accountant from the totals
+// the charge wrote (fits.go; no I/O); zero before Charge.
+func (c *Claim) Fits() FitCount { return c.after.fits() }
 
 // Store saves the released answer, paid for by the claim's charge. The
 // caller must not send the answer unless Store succeeds: an answer that is

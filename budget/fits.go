@@ -41,15 +41,29 @@ type FitCount struct {
 	LimitedBy string
 }
 
-// fitsAfter is how many more charges like c fit the analyst's totals t
-// and every budgeted table's, after c.
-func (l *Ledger) fitsAfter(t Totals, lim Limits, c Charge, tables []tableState) FitCount {
-	f := FitCount{N: Fits(l.acct, t, lim, c)}
-	for _, ts := range tables {
+// afterCharge is what a charge left, kept so that how many more charges
+// like it fit is counted only when asked (Claim.Fits): the count costs up
+// to MaxFits calls of Compose per budget, which only the NOTICE needs.
+type afterCharge struct {
+	acct   Accountant // nil: nothing was charged
+	t      Totals
+	lim    Limits
+	c      Charge
+	tables []tableState
+}
+
+// fits is how many more charges like c fit the analyst's totals and every
+// budgeted table's, after c.
+func (a afterCharge) fits() FitCount {
+	if a.acct == nil {
+		return FitCount{}
+	}
+	f := FitCount{N: Fits(a.acct, a.t, a.lim, a.c)}
+	for _, ts := range a.tables {
 		if !ts.budgetedTable {
 			continue
 		}
-		if n := Fits(l.acct, ts.next, ts.limits, c); n < f.N {
+		if n := Fits(a.acct, ts.next, ts.limits, a.c); n < f.N {
 			f = FitCount{N: n, LimitedBy: ts.name}
 		}
 	}

@@ -300,7 +300,7 @@ func (l *Ledger) Charge(ctx context.Context, c Charge) (Spend, error) {
 // Grant and Open's limit upsert update the same row, so they wait for the
 // lock too. TestConcurrentCharges and TestZCDPConcurrentChargesNeverOverspend
 // fail without it.
-func (l *Ledger) charge(ctx context.Context, db beginner, c Charge, fits *FitCount) (Spend, int64, error) {
+func (l *Ledger) charge(ctx context.Context, db beginner, c Charge, after *afterCharge) (Spend, int64, error) {
 	if err := validate(c); err != nil {
 		return Spend{}, 0, err
 	}
@@ -361,8 +361,8 @@ func (l *Ledger) charge(ctx context.Context, db beginner, c Charge, fits *FitCou
 	if err := tx.Commit(ctx); err != nil {
 		return Spend{}, 0, unavailable(err)
 	}
-	if fits != nil {
-		*fits = l.fitsAfter(next, limits, c, tables) // fits.go: pure, no I/O
+	if after != nil {
+		*after = afterCharge{acct: l.acct, t: next, lim: limits, c: c, tables: tables} // fits.go
 	}
 	return l.acct.Report(next, limits), id, nil
 }
