@@ -50,7 +50,7 @@ func TestTableBudgetPooled(t *testing.T) {
 	ctx := context.Background()
 	pool := newPool(t, newDB(t), 4, nil)
 	l := openTablesLedger(t, pool, users("alice", 10.0, 1e-5, "bob", 10.0, 1e-5),
-		map[string]conf.Budget{"public.orders": {Epsilon: 2.5, Delta: 1e-6}}, "")
+		map[string]conf.Budget{"public.orders": {Epsilon: 2.5, Delta: 1e-6}}, conf.AccountingBasic)
 	orders := []string{"public.orders"}
 	if _, err := l.Charge(ctx, Charge{Analyst: "alice", Epsilon: 1, Fingerprint: "a1", Tables: orders}); err != nil {
 		t.Fatal(err)
@@ -181,7 +181,7 @@ func TestTableBudgetConcurrent(t *testing.T) {
 	for _, a := range analysts {
 		us = append(us, conf.User{Name: a, Budget: conf.Budget{Epsilon: 100, Delta: 1e-3}})
 	}
-	openTablesLedger(t, admin, us, budgets, "")
+	openTablesLedger(t, admin, us, budgets, conf.AccountingBasic)
 	const workers, tries = 24, 8
 	amounts := []float64{0.1, 0.2, 0.05, 0.3}
 	var mu sync.Mutex // guards okA, okB, failures
@@ -191,7 +191,7 @@ func TestTableBudgetConcurrent(t *testing.T) {
 	start := make(chan struct{})
 	for w := range workers {
 		pool := newPool(t, dbURL, 1, nil)
-		l := openTablesLedger(t, pool, nil, budgets, "")
+		l := openTablesLedger(t, pool, nil, budgets, conf.AccountingBasic)
 		wg.Go(func() {
 			<-start
 			for i := range tries {
@@ -345,7 +345,7 @@ func TestTableMigrationKeepsCharges(t *testing.T) {
 	before := snapshot()
 
 	budgets := map[string]conf.Budget{"public.orders": {Epsilon: 2, Delta: 1e-6}}
-	l := openTablesLedger(t, pool, users("ann", 10.0, 1e-5), budgets, "")
+	l := openTablesLedger(t, pool, users("ann", 10.0, 1e-5), budgets, conf.AccountingBasic)
 	if after := snapshot(); after != before {
 		t.Errorf("ledger before the migration:\n%s\nafter:\n%s", before, after)
 	}
@@ -364,7 +364,7 @@ func TestTableMigrationKeepsCharges(t *testing.T) {
 	}
 	// Raising the table's budget keeps its spend.
 	budgets["public.orders"] = conf.Budget{Epsilon: 3, Delta: 1e-6}
-	openTablesLedger(t, pool, users("ann", 10.0, 1e-5), budgets, "")
+	openTablesLedger(t, pool, users("ann", 10.0, 1e-5), budgets, conf.AccountingBasic)
 	if got := queryText(t, pool, `SELECT concat_ws('/', epsilon_limit, epsilon_spent) FROM dpproxy.table_budgets`); got != "3/1.5" {
 		t.Errorf("table_budgets after raising the limit = %s, want 3/1.5", got)
 	}
@@ -381,7 +381,7 @@ func TestTableBudgetAddedLater(t *testing.T) {
 	ctx := context.Background()
 	pool := newPool(t, newDB(t), 2, nil)
 	us := users("ann", 10.0, 1e-5, "bob", 10.0, 1e-5)
-	l := openTablesLedger(t, pool, us, nil, "")
+	l := openTablesLedger(t, pool, us, nil, conf.AccountingBasic)
 	for _, a := range []string{"ann", "bob", "ann"} {
 		if _, err := l.Charge(ctx, Charge{Analyst: a, Epsilon: 0.7, Delta: 1e-7, Fingerprint: "q", Tables: []string{"public.orders"}}); err != nil {
 			t.Fatal(err)
@@ -390,7 +390,7 @@ func TestTableBudgetAddedLater(t *testing.T) {
 	if _, err := l.Charge(ctx, Charge{Analyst: "bob", Epsilon: 5, Fingerprint: "other", Tables: []string{"public.customers"}}); err != nil {
 		t.Fatal(err)
 	}
-	l = openTablesLedger(t, pool, us, map[string]conf.Budget{"public.orders": {Epsilon: 2.5, Delta: 1e-6}}, "")
+	l = openTablesLedger(t, pool, us, map[string]conf.Budget{"public.orders": {Epsilon: 2.5, Delta: 1e-6}}, conf.AccountingBasic)
 	got := queryText(t, pool, `SELECT concat_ws('/', epsilon_spent, delta_spent, epsilon_sq_spent) FROM dpproxy.table_budgets WHERE table_name = 'public.orders'`)
 	if got != "2.1/3E-7/1.47" && !strings.HasPrefix(got, "2.1/0.0000003/1.47") {
 		t.Errorf("public.orders after adding its budget = %s, want 2.1/0.0000003/1.47 (the three recorded charges)", got)
@@ -409,7 +409,7 @@ func TestFitsThroughTheLedger(t *testing.T) {
 	ctx := context.Background()
 	pool := newPool(t, newDB(t), 4, nil)
 	l := openTablesLedger(t, pool, users("alice", 10.0, 1e-5),
-		map[string]conf.Budget{"public.orders": {Epsilon: 2.5, Delta: 1e-6}}, "")
+		map[string]conf.Budget{"public.orders": {Epsilon: 2.5, Delta: 1e-6}}, conf.AccountingBasic)
 	c := Charge{Analyst: "alice", Epsilon: 1, Fingerprint: "q", Tables: []string{"public.orders"}}
 	o, err := l.Outlook(ctx, c)
 	if err != nil {

@@ -51,7 +51,7 @@ func tableBudgetYAML(visits, clicks string, analysts ...string) string {
 	}
 	return testconf.Get("e2e_proxy").Merge(users.String(), "auth").
 		Merge(fmt.Sprintf("{public.%s: {privacy_unit: uid, budget: {epsilon: 2.5, delta: 1.0e-6}}, public.%s: {privacy_unit: uid}}", visits, clicks), "tables").
-		Merge("{mechanism: laplace, response_quantum: 1ms}", "privacy").String()
+		Merge("{mechanism: laplace, response_quantum: 1ms, accounting: basic}", "privacy").String()
 }
 
 // TestTableBudgetPooledAnalysts: two analysts whose queries over one table
