@@ -126,3 +126,25 @@ func TestRoundRatio(t *testing.T) {
 		t.Errorf("roundRatio = %v, want 1.2 (median of 1.1, 1.3, 1.2)", got)
 	}
 }
+
+func TestMergeReportKeepsSectionsNotRun(t *testing.T) {
+	old := "# R\n\nRun on 2026-11-22 04:01 UTC, took 15m25s. Load.\n\n## Machine\n\n- CPU: x\n\n## Setup\n\n- Data: events: 1000 rows\n- pgbench scale 10\n\n## 1. Pass-through\n\nold numbers\n\n## 5. Accuracy\n\nold acc\n\n## Where the gaps come from\n\nold notes\n"
+	fresh := "# R\n\nRun on 2026-11-24 07:00 UTC, took 3m. Load.\n\n## Machine\n\n- CPU: y\n\n## Setup\n\n- PostgreSQL settings: a\n\n## 6. Accuracy table\n\nnew table\n\n## Where the gaps come from\n\nnew notes\n"
+	got := mergeReport(old, fresh, []string{"passthrough", "accuracy"})
+	for _, want := range []string{"- CPU: y", "- Data: events: 1000 rows", "- pgbench scale 10", "- PostgreSQL settings: a", "old numbers", "old acc", "new table", "new notes", "kept from the earlier run (run on 2026-11-22 04:01 UTC, took 15m25s)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("merged report lacks %q:\n%s", want, got)
+		}
+	}
+	for _, gone := range []string{"- CPU: x", "old notes"} {
+		if strings.Contains(got, gone) {
+			t.Errorf("merged report keeps %q, which this run replaced:\n%s", gone, got)
+		}
+	}
+	if i, j := strings.Index(got, "old acc"), strings.Index(got, "new table"); i > j {
+		t.Errorf("section 5 after section 6:\n%s", got)
+	}
+	if got := mergeReport(old, fresh, nil); got != fresh {
+		t.Errorf("a full run changed by the merge:\n%s", got)
+	}
+}

@@ -102,6 +102,14 @@ func setup(ctx context.Context, o options) (*benchEnv, error) {
 		e.close()
 		return nil, err
 	}
+	if err := e.buildProxy(ctx); err != nil {
+		e.close()
+		return nil, fmt.Errorf("dpproxy: %w", err)
+	}
+	if !o.needsEvents() {
+		e.summary = append(e.summary, "PostgreSQL settings: "+strings.Join(pgSettings, ", "))
+		return e, nil
+	}
 	if err := e.load(ctx, o); err != nil {
 		e.close()
 		return nil, fmt.Errorf("load: %w", err)
@@ -184,13 +192,18 @@ func eventsTable(i, rows int) string {
 	return fmt.Sprintf("events_%d", rows)
 }
 
-// startProxy builds cmd/dpproxy and serves the bench configuration.
-func (e *benchEnv) startProxy(ctx context.Context) error {
+// buildProxy builds cmd/dpproxy from this tree.
+func (e *benchEnv) buildProxy(ctx context.Context) error {
 	e.proxyBin = filepath.Join(e.dir, "dpproxy")
 	build := exec.CommandContext(ctx, "go", "build", "-o", e.proxyBin, "./cmd/dpproxy")
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
+	return nil
+}
+
+// startProxy serves the bench configuration.
+func (e *benchEnv) startProxy(ctx context.Context) error {
 	var err error
 	e.proxy, e.proxyURL, err = e.runProxy(ctx, "dpproxy")
 	return err

@@ -19,7 +19,16 @@
 //  4. scale: RSS per idle connection at -conns connections, and a DP query
 //     mix from 64 clients (ledger transactions per second, errors);
 //  5. accuracy: RMSE of the release path vs the theoretical standard
-//     deviation, and bench/accuracy.png.
+//     deviation, and bench/accuracy.png;
+//  6. the accuracy table: six TPC-H-like queries through dpproxy and in
+//     Google's DP library on the same rows (acctable.go), and
+//     bench/accuracy-table.png.
+//
+// -only runs some sections; the sections not run keep their text from the
+// RESULTS.md already there (merge.go), so one section can be re-measured
+// alone:
+//
+//	go run ./bench -only acctable  # the accuracy table, a few minutes
 //
 // Nothing here runs in `go test ./...` beyond the unit tests of its parsers.
 package main
@@ -31,6 +40,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,11 +61,24 @@ type options struct {
 	out         string
 	plot        string
 	skip        map[string]bool
+	tableRuns   int // dpproxy releases per query and ε in the accuracy table
+	tableLib    int // library releases per query and ε
+	tablePlot   string
+}
+
+// sections are the measurements -skip and -only name, in report order.
+var sections = []string{"passthrough", "dpcost", "cpu", "scale", "accuracy", "acctable"}
+
+// needsEvents reports whether a section to run needs the pgbench and
+// events tables and the bench proxy (all but the in-process accuracy and
+// the accuracy table, which loads its own data).
+func (o options) needsEvents() bool {
+	return !o.skip["passthrough"] || !o.skip["dpcost"] || !o.skip["scale"]
 }
 
 func main() {
 	var o options
-	var clients, modes, skip, sizes string
+	var clients, modes, skip, only, sizes string
 	flag.StringVar(&sizes, "rows", "1000000,10000000", "rows of the private tables, comma-separated: the DP cost is measured on each (the first also serves the scale section)")
 	flag.IntVar(&o.scale, "scale", 10, "pgbench scale factor (100k accounts each)")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of one pgbench run")
@@ -68,7 +91,11 @@ func main() {
 	flag.IntVar(&o.accRuns, "accuracy-runs", 20000, "releases per accuracy cell")
 	flag.StringVar(&o.out, "out", "bench/RESULTS.md", "report to write")
 	flag.StringVar(&o.plot, "plot", "bench/accuracy.png", "accuracy plot to write")
-	flag.StringVar(&skip, "skip", "", "sections to skip: comma-separated of passthrough, dpcost, cpu, scale, accuracy")
+	flag.StringVar(&skip, "skip", "", "sections to skip: comma-separated of "+strings.Join(sections, ", "))
+	flag.StringVar(&only, "only", "", "sections to run (the others keep their text in -out): comma-separated of "+strings.Join(sections, ", "))
+	flag.IntVar(&o.tableRuns, "table-runs", 20, "dpproxy releases per query and ε in the accuracy table")
+	flag.IntVar(&o.tableLib, "table-lib-runs", 100, "library releases per query and ε in the accuracy table")
+	flag.StringVar(&o.tablePlot, "table-plot", "bench/accuracy-table.png", "accuracy table plot to write")
 	flag.Parse()
 	var err error
 	if o.clients, err = parseInts(clients); err != nil {
@@ -82,6 +109,19 @@ func main() {
 	for _, s := range strings.Split(skip, ",") {
 		if s != "" {
 			o.skip[s] = true
+		}
+	}
+	if only != "" {
+		for _, s := range sections {
+			o.skip[s] = true
+		}
+		for _, s := range strings.Split(only, ",") {
+			delete(o.skip, s)
+		}
+	}
+	for s := range o.skip {
+		if !slices.Contains(sections, s) {
+			log.Fatalf("unknown section %q (known: %s)", s, strings.Join(sections, ", "))
 		}
 	}
 	if _, err := os.Stat("cmd/dpproxy"); err != nil {
@@ -161,16 +201,34 @@ func run(ctx context.Context, o options, args []string) error {
 		}
 		rep.plot = o.plot
 	}
+	if !o.skip["acctable"] {
+		log.Printf("accuracy table: %d dpproxy and %d library releases per query and ε", o.tableRuns, o.tableLib)
+		rows, setup, err := measureAccuracyTable(ctx, env, o.tableRuns, o.tableLib)
+		if err != nil {
+			return fmt.Errorf("accuracy table: %w", err)
+		}
+		rep.acctable = &accTable{rows: rows, setup: setup, proxyN: o.tableRuns, libN: o.tableLib, queries: tpchQueries}
+		if err := plotAccuracyTable(rows, o.tablePlot); err != nil {
+			return fmt.Errorf("accuracy table plot: %w", err)
+		}
+		rep.acctable.plot = o.tablePlot
+	}
 	rep.loadAfter = loadAvg()
 	rep.elapsed = time.Since(began)
-	f, err := os.Create(o.out)
-	if err != nil {
+	var fresh strings.Builder
+	if err := rep.write(&fresh); err != nil {
 		return err
 	}
-	defer f.Close()
-	if err := rep.write(f); err != nil {
+	var skipped []string
+	for _, s := range sections {
+		if o.skip[s] {
+			skipped = append(skipped, s)
+		}
+	}
+	old, _ := os.ReadFile(o.out) // none yet: nothing to keep
+	if err := os.WriteFile(o.out, []byte(mergeReport(string(old), fresh.String(), skipped)), 0o644); err != nil {
 		return err
 	}
 	log.Printf("wrote %s in %v", o.out, rep.elapsed.Round(time.Second))
-	return f.Close()
+	return nil
 }

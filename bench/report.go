@@ -23,6 +23,8 @@ type report struct {
 	scale       *scaleResult
 	accuracy    []accRow
 	plot        string
+	acctable    *accTable
+	ran         []string // the sections this run measured (merge.go)
 }
 
 func verdict(ok bool) string {
@@ -75,6 +77,9 @@ func (r *report) write(w io.Writer) error {
 	}
 	if len(r.accuracy) > 0 {
 		r.writeAccuracy(p)
+	}
+	if t := r.acctable; t != nil {
+		r.writeAccuracyTable(p, t)
 	}
 	p("")
 	p("## Where the gaps come from")

@@ -210,7 +210,14 @@ type Column struct {
 	Upper *float64 `yaml:"upper"`
 	// PublicValues, when set, are the group keys that may be released
 	// without partition selection; every one of them always appears.
-	PublicValues []string `yaml:"public_values"`
+	PublicValues []string `yaml:"-"`
+	// PublicValuesFrom, when set, names the public table's column whose
+	// values the proxy reads into PublicValues when it starts
+	// (publicvalues.go).
+	PublicValuesFrom *PublicValuesFrom `yaml:"-"`
+	// PublicValuesYAML is public_values as written: a list, or
+	// {table, column}.
+	PublicValuesYAML PublicValuesYAML `yaml:"public_values,omitempty"`
 }
 
 // HasBounds reports whether both clamping bounds are set.
@@ -468,6 +475,7 @@ func (c *Config) validate(getenv func(string) string) error {
 		validateTable(p, key, t)
 	}
 	c.Tables = tables
+	validatePublicValuesFrom(p, tables) // publicvalues.go
 	return errors.Join(p.errs...)
 }
 
@@ -513,6 +521,7 @@ func validateTable(p *problems, key string, t *Table) {
 		}
 		lname := strings.ToLower(name)
 		cols[lname] = col
+		col.applyPublicValuesYAML()
 		if lname == strings.ToLower(t.PrivacyUnit) {
 			p.add(ck, "the privacy unit takes no bounds or public values")
 		}
@@ -530,7 +539,7 @@ func validateTable(p *problems, key string, t *Table) {
 		if col.PublicValues != nil && len(col.PublicValues) == 0 {
 			p.add(ck+".public_values", "empty list")
 		}
-		if !col.HasBounds() && col.PublicValues == nil && col.Lower == nil {
+		if !col.HasBounds() && col.PublicValues == nil && col.PublicValuesFrom == nil && col.Lower == nil {
 			p.add(ck, "give lower and upper, or public_values")
 		}
 	}

@@ -96,7 +96,11 @@ func (s *Spec) ExplainSpec(names []string) []string {
 		name := names[i]
 		if o.Agg == nil {
 			k := plan.GroupKeys[o.GroupKey]
-			if len(k.PublicValues) > 0 {
+			if k.PublicTable != "" && k.PublicValues == nil {
+				add("Column %s: group key from public table %s: all its values are released, even with a count near zero (read before the charge)", name, k.PublicTable)
+			} else if k.PublicTable != "" {
+				add("Column %s: group key from public table %s: all %d of its values are released, even with a count near zero", name, k.PublicTable, len(k.PublicValues))
+			} else if len(k.PublicValues) > 0 {
 				add("Column %s: group key with public values: all %d are released, even with a count near zero", name, len(k.PublicValues))
 			} else {
 				add("Column %s: group key read from the private table: a value is released only through partition selection", name)

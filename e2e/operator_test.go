@@ -790,6 +790,21 @@ func testCheckConfig(t *testing.T, bin string) {
 		)
 	})
 
+	// public_values naming a public table's column: read as serve would.
+	t.Run("public values from a table", func(t *testing.T) {
+		tables := strings.Replace(goodTables, "region: {public_values: [north, south, east, west]}", "region: {public_values: {table: products, column: category}}", 1)
+		code, out := runCheckConfig(t, bin, upstream, ledger, tables)
+		if code != 0 {
+			t.Fatalf("exit %d, want 0:\n%s", code, out)
+		}
+		wantAll(t, out, "region public values the 5 of public.products.category (read when dpproxy starts)")
+		code, out = runCheckConfig(t, bin, upstream, ledger, strings.Replace(tables, "column: category", "column: nope", 1))
+		if code != 1 {
+			t.Fatalf("exit %d, want 1:\n%s", code, out)
+		}
+		wantAll(t, out, "tables.public.orders.columns.region.public_values: reading public.products.nope")
+	})
+
 	t.Run("the test harness's roles pass", func(t *testing.T) {
 		code, out := runCheckConfig(t, bin, env.roles.QueryURL, env.roles.LedgerURL, goodTables)
 		if code != 0 {

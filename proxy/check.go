@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dpproxy/dpproxy/conf"
+	"github.com/dpproxy/dpproxy/rewrite"
 )
 
 // numericTypes are the column types clamping bounds fit.
@@ -259,6 +260,18 @@ func (c *checker) table(ctx context.Context, name string) bool {
 		}
 		if col.PublicValues != nil {
 			desc = append(desc, fmt.Sprintf("%s public values %s", cn, strings.Join(col.PublicValues, ", ")))
+		}
+		if f := col.PublicValuesFrom; f != nil {
+			// As serve will read them (publicvalues.go).
+			vals, err := readColumnValues(ctx, c.conn, f)
+			switch {
+			case err != nil:
+				c.problem(key+".columns."+cn+".public_values", "reading %s.%s: %v", f.Table, f.Column, err)
+			case len(vals) == 0 || len(vals) > rewrite.MaxPublicTableKeys:
+				c.problem(key+".columns."+cn+".public_values", "%s.%s has %s values; public values need 1 to %d", f.Table, f.Column, countWord(len(vals)), rewrite.MaxPublicTableKeys)
+			default:
+				desc = append(desc, fmt.Sprintf("%s public values the %d of %s.%s (read when dpproxy starts)", cn, len(vals), f.Table, f.Column))
+			}
 		}
 	}
 	line := fmt.Sprintf("%s: private, unit %s, at most %d groups per unit and %d rows per unit per group",

@@ -15,7 +15,12 @@ import (
 // statement) and charges nothing. Its lines are the rows of one text column,
 // as PostgreSQL's EXPLAIN prints them.
 func (ss *session) explainDP(ctx context.Context, st *rewrite.Statement, paramOIDs []uint32) (*result, error) {
-	plan := st.Plan
+	// Group keys from public tables are read as the query would read
+	// them (publickeys.go), so that EXPLAIN DP says what it would cost.
+	plan, _, err := ss.withPublicKeys(ctx, st.Plan)
+	if err != nil {
+		return nil, err
+	}
 	if len(plan.Branches) > 0 {
 		return ss.explainUnion(ctx, plan, paramOIDs)
 	}

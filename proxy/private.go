@@ -96,7 +96,13 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 	if err != nil {
 		return nil, err
 	}
-	key := budget.CacheKey{Analyst: ss.user.Name, Query: st.Key, Epsilon: ss.epsilon, Delta: ss.delta, Mechanism: ss.srv.cacheMechanism(ss.mechanism), Params: p.key() + cv.key(), Settings: settings}
+	// The values of group keys from public tables (publickeys.go), which
+	// key the cache too.
+	plan, pkeys, err := ss.withPublicKeys(ctx, plan)
+	if err != nil {
+		return nil, err
+	}
+	key := budget.CacheKey{Analyst: ss.user.Name, Query: st.Key, Epsilon: ss.epsilon, Delta: ss.delta, Mechanism: ss.srv.cacheMechanism(ss.mechanism), Params: p.key() + cv.key() + pkeys, Settings: settings}
 	if a, ok := ss.srv.answers.Get(key); ok {
 		clk.after(a.notBefore)
 		ss.cacheHit(ctx)
@@ -203,6 +209,11 @@ func (ss *session) unionResult(ctx context.Context, st *rewrite.Statement, p *pa
 		}
 		ckey += cvs[i].key() + "|"
 	}
+	plan, pkeys, err := ss.withPublicKeys(ctx, plan) // publickeys.go
+	if err != nil {
+		return nil, err
+	}
+	ckey += pkeys
 	key := budget.CacheKey{Analyst: ss.user.Name, Query: st.Key, Epsilon: ss.epsilon, Delta: ss.delta, Mechanism: ss.srv.cacheMechanism(ss.mechanism), Params: p.key() + ckey, Settings: settings}
 	if a, ok := ss.srv.answers.Get(key); ok {
 		clk.after(a.notBefore)

@@ -221,6 +221,13 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
+	// public_values naming a public table's column: read once, now
+	// (publicvalues.go); the analyzer sees them as literal lists.
+	if cfg, err = withTablePublicValues(ctx, s.pool, cfg); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.cfg = cfg
 	aopts, err := AnalyzerOptions(ctx, s.pool, cfg)
 	if err != nil {
 		s.Close()

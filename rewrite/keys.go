@@ -20,7 +20,11 @@ func (p *planner) groupBounds(plan *Plan) {
 	combos := int64(1)
 	for _, pk := range p.keys {
 		n := int64(len(pk.key.PublicValues))
-		if pk.key.PublicValues == nil {
+		if pk.key.PublicTable != "" {
+			// Its values are read when the query runs: no smaller bound
+			// than max_groups_per_unit is known here.
+			n = math.MaxInt64
+		} else if pk.key.PublicValues == nil {
 			plan.PartitionSelection = true
 			combos = 0
 			break
@@ -79,6 +83,9 @@ func (p *planner) groupBy(sel *pg_query.SelectStmt) error {
 			if col := p.table.Columns[c.name]; c.private && col != nil && col.PublicValues != nil {
 				k.PublicValues = col.PublicValues
 			}
+			if err := p.publicTableKey(sel, &k, ref, c); err != nil {
+				return err
+			}
 		}
 		out, _, err := p.value(node, true)
 		if err != nil {
@@ -89,6 +96,7 @@ func (p *planner) groupBy(sel *pg_query.SelectStmt) error {
 		}
 		p.keys = append(p.keys, plannedKey{key: k, node: node, sql: out, col: cr})
 	}
+	p.selectedPublicKeys() // publickeys.go
 	return nil
 }
 

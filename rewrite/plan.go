@@ -162,6 +162,12 @@ type GroupKey struct {
 	// PublicValues, when set, are the configured public values: every
 	// combination of them is released, and no other value.
 	PublicValues []string
+	// PublicTable, when set, is the public table (schema.table) whose
+	// column the key is (publickeys.go): the proxy reads its values with
+	// KeysSQL (one parameter, the most rows to return) before the charge
+	// and sets PublicValues to them, or, above MaxPublicTableKeys values,
+	// falls back to partition selection.
+	PublicTable, KeysSQL string
 	// ResultCol is the key's index in the rewritten query's result.
 	ResultCol int
 }

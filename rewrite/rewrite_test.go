@@ -113,6 +113,9 @@ func renderPlan(b *strings.Builder, p *Plan) {
 	fmt.Fprintf(b, "-- describe: %s\n", p.DescribeSQL)
 	for i, k := range p.GroupKeys {
 		fmt.Fprintf(b, "-- key %d: column=%s public=%q col=%d\n", i, k.Column, k.PublicValues, k.ResultCol)
+		if k.PublicTable != "" {
+			fmt.Fprintf(b, "--   public keys of %s: %s\n", k.PublicTable, k.KeysSQL)
+		}
 	}
 	for i, a := range p.Aggregates {
 		fmt.Fprintf(b, "-- agg %d: %s func=%s column=%q bounds=[%v,%v] sum_col=%d count_col=%d",

@@ -45,6 +45,7 @@ const (
 	Audit          = "audit"
 	AuditPrecision = "audit_precision"
 	Visits         = "visits"
+	PubKeys        = "pubkeys"
 	// NoiseHook is the base configuration of cmd/dpproxy's test that no
 	// configuration reaches the test-only noise hook.
 	NoiseHook = "noise_hook"
@@ -53,6 +54,9 @@ const (
 	Bench = "bench"
 	// ProxyBench is the proxy package's CPU benchmarks' configuration.
 	ProxyBench = "proxy_bench"
+	// BenchTPCH is the accuracy table's configuration (bench/tpch.go;
+	// listen: LISTEN, upstream: UPSTREAM).
+	BenchTPCH = "bench_tpch"
 )
 
 //go:embed dpproxy.yaml
