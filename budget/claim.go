@@ -36,6 +36,8 @@ type Claim struct {
 	lock     int64
 	answer   []byte // the stored answer, if any
 	chargeID int64  // set by Charge
+
+	after afterCharge // set by Charge (fits.go)
 }
 
 // Claim waits until no one else holds key's question, then returns the
@@ -82,13 +84,18 @@ func (c *Claim) Charge(ctx context.Context, ch Charge) (Spend, error) {
 	case ch.Analyst != c.analyst:
 		return Spend{}, errors.New("budget: charge for another analyst than the claim's")
 	}
-	s, id, err := c.l.charge(ctx, c.conn, ch)
+	s, id, err := c.l.charge(ctx, c.conn, ch, &c.after)
 	if err != nil {
 		return Spend{}, err
 	}
 	c.chargeID = id
 	return s, nil
 }
+
+// Fits is how many more queries like the one the claim charged fit the
+// budgets it was charged to, counted by the accountant from the totals
+// the charge wrote (fits.go; no I/O); zero before Charge.
+func (c *Claim) Fits() FitCount { return c.after.fits() }
 
 // Store saves the released answer, paid for by the claim's charge. The
 // caller must not send the answer unless Store succeeds: an answer that is

@@ -80,6 +80,9 @@ type Options struct {
 	// RDPDeltaShare is the RDP filter's share of δ for its conversion
 	// (privacy.rdp_delta_share; 0 means conf.DefaultRDPDeltaShare).
 	RDPDeltaShare float64
+	// TableBudgets are the per-table budgets, by qualified table name
+	// (conf.Config.TableBudgets; tables.go). Open sets their limits.
+	TableBudgets map[string]conf.Budget
 }
 
 // Ledger is the durable budget ledger. It is safe for concurrent use, and
@@ -87,6 +90,9 @@ type Options struct {
 type Ledger struct {
 	pool *pgxpool.Pool // not owned: the caller closes it
 	acct Accountant    // read-only after Open
+	// tables are the names of the configured table budgets, sorted
+	// (tables.go); read-only after Open.
+	tables []string
 }
 
 func newLedger(pool *pgxpool.Pool, opts Options) (*Ledger, error) {
@@ -94,7 +100,7 @@ func newLedger(pool *pgxpool.Pool, opts Options) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Ledger{pool: pool, acct: a}, nil
+	return &Ledger{pool: pool, acct: a, tables: sortedKeys(opts.TableBudgets)}, nil
 }
 
 // Open creates the dpproxy schema and its tables if missing (or brings an
@@ -150,6 +156,11 @@ func Open(ctx context.Context, pool *pgxpool.Pool, users []conf.User, opts Optio
 					return fmt.Errorf("migrate Σε²: %w", err)
 				}
 			}
+			for _, stmt := range tableDDL() { // tables.go
+				if _, err := tx.Exec(ctx, stmt); err != nil {
+					return fmt.Errorf("create schema: %w", err)
+				}
+			}
 		}
 		for _, u := range users {
 			var eps, delta string
@@ -176,7 +187,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, users []conf.User, opts Optio
 				return fmt.Errorf("audit limits of %q: %w", u.Name, err)
 			}
 		}
-		return nil
+		return openTables(ctx, tx, opts.TableBudgets) // tables.go
 	})
 	if err != nil {
 		return nil, fmt.Errorf("budget: open: %w", err)
@@ -222,6 +233,10 @@ type Charge struct {
 	// Fingerprint identifies the query in the ledger's record (a
 	// pg_query fingerprint; never raw SQL, which may hold values).
 	Fingerprint string
+	// Tables are the private tables the query reads (qualified names):
+	// the charge counts against the budget of each that has one
+	// (tables.go).
+	Tables []string
 }
 
 // budgetColumns are the columns of a dpproxy.budgets row an accountant
@@ -287,7 +302,7 @@ type beginner interface {
 // A query whose answer goes to the answer cache is charged through Claim
 // instead, so that concurrent askers of one question pay once.
 func (l *Ledger) Charge(ctx context.Context, c Charge) (Spend, error) {
-	s, _, err := l.charge(ctx, l.pool, c)
+	s, _, err := l.charge(ctx, l.pool, c, nil)
 	return s, err
 }
 
@@ -302,7 +317,7 @@ func (l *Ledger) Charge(ctx context.Context, c Charge) (Spend, error) {
 // Grant and Open's limit upsert update the same row, so they wait for the
 // lock too. TestConcurrentCharges and TestZCDPConcurrentChargesNeverOverspend
 // fail without it.
-func (l *Ledger) charge(ctx context.Context, db beginner, c Charge) (Spend, int64, error) {
+func (l *Ledger) charge(ctx context.Context, db beginner, c Charge, after *afterCharge) (Spend, int64, error) {
 	if err := validate(c); err != nil {
 		return Spend{}, 0, err
 	}
@@ -331,6 +346,10 @@ func (l *Ledger) charge(ctx context.Context, db beginner, c Charge) (Spend, int6
 	next, ok := l.acct.Compose(totals, limits, c)
 	if !ok {
 		return Spend{}, 0, &ExhaustedError{Requested: c, Remaining: l.acct.Report(totals, limits)}
+	}
+	tables, err := l.composeTables(ctx, tx, c) // tables.go: locks after the analyst's row
+	if err != nil {
+		return Spend{}, 0, err
 	}
 	// The new totals go in as numeric text of the same value and scale
 	// PostgreSQL's own epsilon_spent + $2 would have given (Numeric).
@@ -363,8 +382,14 @@ func (l *Ledger) charge(ctx context.Context, db beginner, c Charge) (Spend, int6
 	if err := recordReleases(ctx, tx, c, id, rdp); err != nil {
 		return Spend{}, 0, unavailable(err)
 	}
+	if err := l.writeTables(ctx, tx, id, tables); err != nil {
+		return Spend{}, 0, err
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return Spend{}, 0, unavailable(err)
+	}
+	if after != nil {
+		*after = afterCharge{acct: l.acct, t: next, lim: limits, c: c, tables: tables} // fits.go
 	}
 	return l.acct.Report(next, limits), id, nil
 }

@@ -58,12 +58,19 @@ func loadRDP(ctx context.Context, q querier, analyst string) ([]float64, error) 
 // foldRDP computes the analyst's sums from every charge and its releases,
 // in the order they were charged.
 func foldRDP(ctx context.Context, q querier, analyst string) ([]float64, error) {
+	return foldReleases(ctx, q, `WHERE c.analyst = $1 AND c.action = 'charge'`, analyst)
+}
+
+// foldReleases computes the sums over the charges where (a WHERE clause,
+// or joins then one, over dpproxy.charges c; its parameter $1 is arg)
+// selects, in the order they were charged.
+func foldReleases(ctx context.Context, q querier, where string, arg any) ([]float64, error) {
 	rows, err := q.Query(ctx, `
 		SELECT c.id, c.epsilon::float8, c.delta::float8,
 		       r.mechanism, r.l0, r.sensitivity, r.scale, r.epsilon, r.delta
 		FROM dpproxy.charges c LEFT JOIN dpproxy.releases r ON r.charge_id = c.id
-		WHERE c.analyst = $1 AND c.action = 'charge'
-		ORDER BY c.id, r.ordinal`, analyst)
+		`+where+`
+		ORDER BY c.id, r.ordinal`, arg)
 	if err != nil {
 		return nil, err
 	}

@@ -127,4 +127,5 @@ const schemaCurrent = `SELECT to_regclass('dpproxy.answers') IS NOT NULL
 	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.charges') AND attname = 'delta_approx')
 	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.budgets') AND attname = 'epsilon_sq_spent' AND NOT attisdropped)
 	AND to_regclass('dpproxy.releases') IS NOT NULL
-	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.budgets') AND attname = 'rdp_through' AND NOT attisdropped)`
+	AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('dpproxy.budgets') AND attname = 'rdp_through' AND NOT attisdropped)
+	AND ` + tablesCurrent

@@ -206,6 +206,11 @@ type Table struct {
 	MaxGroupsPerUnit int64              `yaml:"max_groups_per_unit"`
 	MaxRowsPerUnit   int64              `yaml:"max_rows_per_unit"`
 	Columns          map[string]*Column `yaml:"columns"`
+	// Budget, when set, is the table's lifetime budget: every analyst's
+	// queries over the table count against it together, so that no
+	// coalition of analysts learns more about its rows than it allows
+	// (budget/tables.go). Only private tables take one.
+	Budget *Budget `yaml:"budget"`
 }
 
 // QualifiedName is "schema.name".
@@ -235,6 +240,18 @@ func (c *Column) HasBounds() bool { return c != nil && c.Lower != nil && c.Upper
 // as given; callers fold case as PostgreSQL does), or nil.
 func (c *Config) Table(schema, name string) *Table {
 	return c.Tables[schema+"."+name]
+}
+
+// TableBudgets returns the budget of every private table that has one,
+// keyed by its qualified name ("schema.name").
+func (c *Config) TableBudgets() map[string]Budget {
+	out := make(map[string]Budget)
+	for _, t := range c.Tables {
+		if t != nil && !t.Public && t.Budget != nil {
+			out[t.QualifiedName()] = *t.Budget
+		}
+	}
+	return out
 }
 
 // UserByName returns the configured analyst or nil.
@@ -486,7 +503,18 @@ func validateTable(p *problems, key string, t *Table) {
 		if t.PrivacyUnit != "" || len(t.Columns) > 0 || t.MaxGroupsPerUnit != 0 || t.MaxRowsPerUnit != 0 {
 			p.add(key, "a public table takes no privacy_unit, bounds or columns")
 		}
+		if t.Budget != nil {
+			p.add(key+".budget", "a public table takes no budget: its rows are released without noise")
+		}
 		return
+	}
+	if b := t.Budget; b != nil {
+		if !ValidEpsilon(b.Epsilon) {
+			p.add(key+".budget.epsilon", "must be a finite number > 0, got %v", b.Epsilon)
+		}
+		if !ValidDelta(b.Delta) {
+			p.add(key+".budget.delta", "must lie in [0, 1), got %v", b.Delta)
+		}
 	}
 	if t.PrivacyUnit == "" {
 		p.add(key+".privacy_unit", "missing: name the column that identifies the person protected (or set public: true)")

@@ -140,6 +140,7 @@ func (ss *session) charge(st *rewrite.Statement, spec *dp.Spec) (budget.Charge, 
 	return budget.Charge{
 		Analyst: ss.user.Name, Epsilon: c.Epsilon, Delta: c.Delta,
 		Rho: c.Rho, DeltaApprox: c.DeltaApprox, Releases: c.Releases, Fingerprint: st.Fingerprint,
+		Tables: planTables(st.Plan), // tables.go
 	}, nil
 }
 
@@ -153,5 +154,6 @@ func (ss *session) unionCharge(st *rewrite.Statement, u *dp.Union) (budget.Charg
 	return budget.Charge{
 		Analyst: ss.user.Name, Epsilon: c.Epsilon, Delta: c.Delta,
 		Rho: c.Rho, DeltaApprox: c.DeltaApprox, Releases: c.Releases, Fingerprint: st.Fingerprint,
+		Tables: planTables(st.Plan), // tables.go
 	}, nil
 }

@@ -397,7 +397,8 @@ func (c *checker) ledger(ctx context.Context) {
 		}
 		return
 	}
-	// What a charge needs: read and update budgets, append to every other
+	// What a charge needs: read and update budgets (an analyst's and a
+	// table's, budget/tables.go), append to every other
 	// ledger table (charges, and those later versions add), draw ids.
 	var missing []string
 	rows, err := c.ledgerConn.Query(ctx, `
@@ -405,7 +406,7 @@ func (c *checker) ledger(ctx context.Context) {
 		UNION ALL
 		SELECT p || ' ON dpproxy.' || c.relname
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace,
-		     unnest(CASE c.relname WHEN 'budgets' THEN ARRAY['SELECT', 'INSERT', 'UPDATE'] WHEN 'answers' THEN ARRAY['SELECT', 'INSERT'] ELSE ARRAY['INSERT'] END) AS p
+		     unnest(CASE c.relname WHEN 'budgets' THEN ARRAY['SELECT', 'INSERT', 'UPDATE'] WHEN 'table_budgets' THEN ARRAY['SELECT', 'INSERT', 'UPDATE'] WHEN 'answers' THEN ARRAY['SELECT', 'INSERT'] ELSE ARRAY['INSERT'] END) AS p
 		WHERE n.nspname = 'dpproxy' AND c.relkind IN ('r', 'p') AND NOT has_table_privilege(c.oid, p)
 		UNION ALL
 		SELECT 'USAGE ON SEQUENCE dpproxy.' || c.relname

@@ -97,6 +97,9 @@ func (ss *session) showDP(ctx context.Context, st *rewrite.Statement) (*result, 
 		cols = []string{"epsilon_spent", "epsilon_remaining", "delta_spent", "delta_remaining"}
 		oids = []uint32{oidNumeric, oidNumeric, oidNumeric, oidNumeric}
 		vals = []string{formatNum(sp.EpsilonSpent), formatNum(sp.EpsilonRemaining()), formatNum(sp.DeltaSpent), formatNum(sp.DeltaRemaining())}
+		if len(ss.srv.ledger.ConfiguredTables()) > 0 {
+			return ss.showBudgetWithTables(ctx, cols, oids, vals) // tables.go
+		}
 	case "epsilon":
 		cols, oids, vals = []string{"dp.epsilon"}, []uint32{oidText}, []string{formatNum(ss.epsilon)}
 	case "delta":

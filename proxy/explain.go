@@ -37,7 +37,11 @@ func (ss *session) explainDP(ctx context.Context, st *rewrite.Statement, paramOI
 	for i, f := range fields {
 		names[i] = string(f.Name)
 	}
-	return explainResult(spec.Explain(names, ss.budgetLeft(ctx))), nil
+	lines := spec.Explain(names, ss.budgetLeft(ctx))
+	if cost, err := spec.Cost(); err == nil { // tables.go: the budgets and how many queries fit
+		lines = ss.explainWithBudgets(ctx, plan, cost, lines, spec.Explain(names, nil), len(spec.ExplainSpec(names)))
+	}
+	return explainResult(lines), nil
 }
 
 // budgetLeft is what the ledger says is left, nil when it cannot say.
@@ -86,5 +90,9 @@ func (ss *session) explainUnion(ctx context.Context, plan *rewrite.Plan, paramOI
 	if err != nil {
 		return nil, err
 	}
-	return explainResult(u.Explain(names, ss.budgetLeft(ctx))), nil
+	lines := u.Explain(names, ss.budgetLeft(ctx))
+	if cost, err := u.Cost(); err == nil { // tables.go: the budgets and how many queries fit
+		lines = ss.explainWithBudgets(ctx, plan, cost, lines, u.Explain(names, nil), len(u.ExplainSpec(names)))
+	}
+	return explainResult(lines), nil
 }

@@ -63,7 +63,8 @@ type reach struct {
 // REFERENCES count: a trigger on dpproxy.budgets would run as the ledger
 // role at every charge. USAGE alone is harmless (it shows names, not
 // rows). The has_* functions count the grants of pg_read_all_data and
-// pg_write_all_data too.
+// pg_write_all_data too. Privileges on dpproxy.budgets come first, since
+// a long list is cut short and they are what an operator must see.
 const reachSQL = `
 WITH ns AS (SELECT oid, nspowner FROM pg_catalog.pg_namespace WHERE nspname = 'dpproxy'),
      r AS (SELECT oid, rolname::text AS name FROM pg_catalog.pg_roles WHERE pg_catalog.pg_has_role(current_user, oid, 'MEMBER')
@@ -83,7 +84,7 @@ FROM r CROSS JOIN ns CROSS JOIN LATERAL (
 	  AND CASE WHEN c.relkind = 'S' THEN pg_catalog.has_sequence_privilege(r.name, c.oid, p)
 	           ELSE pg_catalog.has_table_privilege(r.name, c.oid, p) END
 ) f
-ORDER BY 2 DESC, 1, f.what <> 'owns schema dpproxy', 4`
+ORDER BY 2 DESC, 1, f.what <> 'owns schema dpproxy', f.what NOT LIKE '% ON dpproxy.budgets', 4`
 
 // ledgerReach lists what q's role can do to the ledger (reachSQL); none
 // when there is no schema dpproxy. Do not call it for a superuser, who is

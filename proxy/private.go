@@ -176,7 +176,7 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 		return nil, err
 	}
 	// Send.
-	return ss.answerResult(a, false, spend), nil
+	return withBudgetDetail(ss.answerResult(a, false, spend), spend, claim), nil // tables.go
 }
 
 // unionResult answers a UNION ALL of DP queries (rewrite.Plan.Branches)
@@ -289,7 +289,7 @@ func (ss *session) unionResult(ctx context.Context, st *rewrite.Statement, p *pa
 			return nil, err
 		}
 	}
-	return ss.answerResult(a, false, spend), nil
+	return withBudgetDetail(ss.answerResult(a, false, spend), spend, claim), nil // tables.go
 }
 
 // runUnion runs each branch bounded (a branch that reads no row is not

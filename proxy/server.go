@@ -213,7 +213,7 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 		s.pool.Close()
 		return nil, fmt.Errorf("proxy: ledger pool: %w", err)
 	}
-	if s.ledger, err = budget.Open(ctx, s.ledgerDB, cfg.Auth.Users, budget.Options{Accounting: cfg.Privacy.Accounting, AdvancedDelta: cfg.Privacy.AdvancedDelta, RDPDeltaShare: cfg.Privacy.RDPDeltaShare}); err != nil {
+	if s.ledger, err = budget.Open(ctx, s.ledgerDB, cfg.Auth.Users, budget.Options{Accounting: cfg.Privacy.Accounting, AdvancedDelta: cfg.Privacy.AdvancedDelta, RDPDeltaShare: cfg.Privacy.RDPDeltaShare, TableBudgets: cfg.TableBudgets()}); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("proxy: ledger: %w", err)
 	}

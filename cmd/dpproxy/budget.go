@@ -19,8 +19,8 @@ import (
 )
 
 const budgetUsage = `usage:
-  dpproxy budget [-config FILE] list                    every analyst's budget
-  dpproxy budget [-config FILE] [-n N] show USER        one analyst's budget and newest N audit records
+  dpproxy budget [-config FILE] list                    every analyst's budget, then the table budgets
+  dpproxy budget [-config FILE] [-n N] show USER        one analyst's budget, newest N audit records, the table budgets
   dpproxy budget [-config FILE] [-by NAME] grant USER EPS DELTA
                                                         add EPS and DELTA to USER's limits (negative takes away);
                                                         recorded in the audit log with NAME (default: the OS user)
@@ -72,9 +72,15 @@ func budgetCmd(args []string, out io.Writer) error {
 	}
 	switch rest[0] {
 	case "list":
-		return budgetList(ctx, l, out)
+		if err := budgetList(ctx, l, out); err != nil {
+			return err
+		}
+		return printTableBudgets(ctx, l, cfg, out) // budgettables.go
 	case "show":
-		return budgetShow(ctx, l, rest[1], *n, out)
+		if err := budgetShow(ctx, l, rest[1], *n, out); err != nil {
+			return err
+		}
+		return printTableBudgets(ctx, l, cfg, out) // budgettables.go
 	default:
 		eps, err1 := strconv.ParseFloat(rest[2], 64)
 		delta, err2 := strconv.ParseFloat(rest[3], 64)
