@@ -110,6 +110,10 @@ type Config struct {
 	// PostgreSQL refuses an unknown database. A client that names none is
 	// taken to name its user name, as PostgreSQL does.
 	Databases []string `yaml:"databases"`
+
+	// Replicas are hot standbys of Upstream that analysts' statements
+	// are spread over (conf/replicas.go, proxy/replicas.go).
+	Replicas Replicas `yaml:",inline"`
 }
 
 // SharedLedger reports whether the query connections and the ledger use
@@ -292,6 +296,7 @@ func (c *Config) applyDefaults() {
 		c.Privacy.MaxQueryTime = DefaultMaxQueryTime
 	}
 	c.Limits.applyDefaults()
+	c.Replicas.applyDefaults()
 	if c.Log.Format == "" {
 		c.Log.Format = "text"
 	}
@@ -410,6 +415,7 @@ func (c *Config) validate(getenv func(string) string) error {
 		p.add("privacy.max_query_time", "must be at least privacy.response_quantum (%v), got %v", pr.ResponseQuantum, pr.MaxQueryTime)
 	}
 	c.Limits.validate(p)
+	c.Replicas.validate(p, c)
 	if len(c.Tables) == 0 {
 		p.add("tables", "no tables configured: every table would be refused")
 	}
