@@ -5,42 +5,35 @@ import (
 	"time"
 )
 
+// Replicas (Config.Replicas) are hot standbys of the upstream (streaming
+// replication) that take the analysts' sessions, private and pass-through
+// statements alike, while the ledger keeps writing to the primary through
+// ledger_upstream. Each is a URL with the query role's credentials, to the
+// same database as upstream (roles and data replicate).
+//
+// ReplicaMaxLag is the replay lag beyond which a replica takes no new
+// session: the time since the primary's WAL first went past the replica's
+// replay position, as the health check measures it. ReplicaCheckInterval
+// is how often each replica is checked (reachable, in recovery, lag).
+
 // Defaults of the replica keys.
 const (
 	DefaultReplicaMaxLag        = 10 * time.Second
 	DefaultReplicaCheckInterval = time.Second
 )
 
-// Replicas are hot standbys of the upstream (streaming replication) that
-// take the analysts' sessions, private and pass-through statements alike,
-// while the ledger keeps writing to the primary through ledger_upstream.
-// They are top-level keys of the file, beside upstream.
-type Replicas struct {
-	// DSNs are the replicas' URLs, with the query role's credentials
-	// (the same role and database as upstream: roles replicate).
-	DSNs []Secret `yaml:"replicas"`
-	// MaxLag is the replay lag beyond which a replica takes no new
-	// session: measured by the health check as the time since the last
-	// transaction it replayed, when it has not replayed all the WAL the
-	// primary had written when the check began.
-	MaxLag time.Duration `yaml:"replica_max_lag"`
-	// CheckInterval is how often each replica is checked (reachable, in
-	// recovery, lag).
-	CheckInterval time.Duration `yaml:"replica_check_interval"`
-}
-
-func (r *Replicas) applyDefaults() {
-	if r.MaxLag == 0 {
-		r.MaxLag = DefaultReplicaMaxLag
+func (c *Config) applyReplicaDefaults() {
+	if c.ReplicaMaxLag == 0 {
+		c.ReplicaMaxLag = DefaultReplicaMaxLag
 	}
-	if r.CheckInterval == 0 {
-		r.CheckInterval = DefaultReplicaCheckInterval
+	if c.ReplicaCheckInterval == 0 {
+		c.ReplicaCheckInterval = DefaultReplicaCheckInterval
 	}
 }
 
-func (r *Replicas) validate(p *problems, c *Config) {
+func (c *Config) validateReplicas(p *problems) {
 	seen := map[Secret]bool{}
-	for i, dsn := range r.DSNs {
+	for i, dsn := range c.Replicas {
 		key := "replicas[" + strconv.Itoa(i) + "]"
 		switch {
 		case dsn == "":
@@ -54,10 +47,10 @@ func (r *Replicas) validate(p *problems, c *Config) {
 		}
 		seen[dsn] = true
 	}
-	if r.MaxLag < time.Millisecond {
-		p.add("replica_max_lag", "must be at least 1ms, got %v", r.MaxLag)
+	if c.ReplicaMaxLag < time.Millisecond {
+		p.add("replica_max_lag", "must be at least 1ms, got %v", c.ReplicaMaxLag)
 	}
-	if r.CheckInterval < 10*time.Millisecond || r.CheckInterval > time.Minute {
-		p.add("replica_check_interval", "must lie between 10ms and 1m, got %v", r.CheckInterval)
+	if c.ReplicaCheckInterval < 10*time.Millisecond || c.ReplicaCheckInterval > time.Minute {
+		p.add("replica_check_interval", "must lie between 10ms and 1m, got %v", c.ReplicaCheckInterval)
 	}
 }

@@ -13,19 +13,19 @@ replica_max_lag: 2s
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Replicas.DSNs) != 2 || c.Replicas.DSNs[1].Reveal() != "postgres://dp@10.0.0.3/shop" {
-		t.Errorf("replicas = %v", c.Replicas.DSNs)
+	if len(c.Replicas) != 2 || c.Replicas[1].Reveal() != "postgres://dp@10.0.0.3/shop" {
+		t.Errorf("replicas = %v", c.Replicas)
 	}
-	if c.Replicas.MaxLag != 2*time.Second || c.Replicas.CheckInterval != DefaultReplicaCheckInterval {
-		t.Errorf("max lag %v, check interval %v", c.Replicas.MaxLag, c.Replicas.CheckInterval)
+	if c.ReplicaMaxLag != 2*time.Second || c.ReplicaCheckInterval != DefaultReplicaCheckInterval {
+		t.Errorf("max lag %v, check interval %v", c.ReplicaMaxLag, c.ReplicaCheckInterval)
 	}
 	// Without the key: no replicas, as before.
 	c, err = Parse("good.yaml", []byte(good), env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Replicas.DSNs) != 0 || c.Replicas.MaxLag != DefaultReplicaMaxLag {
-		t.Errorf("defaults: %+v", c.Replicas)
+	if len(c.Replicas) != 0 || c.ReplicaMaxLag != DefaultReplicaMaxLag {
+		t.Errorf("defaults: %v, %v", c.Replicas, c.ReplicaMaxLag)
 	}
 }
 

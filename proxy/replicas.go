@@ -88,16 +88,15 @@ type walSample struct {
 // the primary's query pool pcfg, and checks them once before the proxy
 // serves.
 func (s *Server) openReplicas(ctx context.Context, pcfg *pgxpool.Config) error {
-	rc := s.cfg.Replicas
-	if len(rc.DSNs) == 0 {
+	if len(s.cfg.Replicas) == 0 {
 		return nil
 	}
 	rs := &replicaSet{
-		primary: s.pool, maxLag: rc.MaxLag, interval: rc.CheckInterval,
+		primary: s.pool, maxLag: s.cfg.ReplicaMaxLag, interval: s.cfg.ReplicaCheckInterval,
 		log:  s.log.With("component", "replicas"),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	for i, dsn := range rc.DSNs {
+	for i, dsn := range s.cfg.Replicas {
 		rcfg, err := pgxpool.ParseConfig(dsn.Reveal())
 		if err != nil {
 			rs.closePools()
