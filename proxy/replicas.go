@@ -349,7 +349,7 @@ const sessionSettingsSQL = "SELECT name, pg_catalog.current_setting(name) FROM p
 // session a new backend when its own has died. It returns false when the
 // session must end (a FATAL was sent).
 func (ss *session) keepUpstream(ctx context.Context, msg pgproto3.FrontendMessage) bool {
-	if ss.upstream == nil || ss.upBatch {
+	if ss.upstream == nil {
 		return true
 	}
 	if _, ok := msg.(*pgproto3.Terminate); ok {
@@ -357,10 +357,19 @@ func (ss *session) keepUpstream(ctx context.Context, msg pgproto3.FrontendMessag
 	}
 	pc := ss.upstream.Conn().PgConn()
 	if !pc.IsClosed() {
-		if ss.settingsDirty && pc.TxStatus() == 'I' && !pc.IsBusy() {
+		if ss.settingsDirty && !ss.upBatch && pc.TxStatus() == 'I' && !pc.IsBusy() {
 			ss.captureSettings(ctx)
 		}
 		return true
+	}
+	// An extended-protocol batch of the proxy's, and the portals it
+	// streamed from, died with the backend.
+	ss.upBatch = false
+	ss.closePending = ss.closePending[:0]
+	for _, pt := range ss.portals {
+		if pt.suspended {
+			pt.suspended, pt.lost = false, true
+		}
 	}
 	inBlock := ss.clientTx != 'I'
 	if err := ss.redial(ctx, inBlock); err != nil {
