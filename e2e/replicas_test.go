@@ -18,6 +18,7 @@ import (
 	"github.com/dpproxy/dpproxy/internal/demo"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/internal/testconf"
+	"github.com/dpproxy/dpproxy/proxy"
 )
 
 // replicated is a primary with the demo dataset and the proxy's two
@@ -143,7 +144,12 @@ func dpCount(c *pgx.Conn, k int) (int64, error) {
 // the ledger charges on the primary.
 func TestReplicasAnswer(t *testing.T) {
 	r := startReplicated(t, 2)
-	_, addr, _ := startProxyWith(t, r.config(t, r.standbys, ""))
+	cfg := r.config(t, r.standbys, "")
+	report, err := proxy.CheckSchema(ctx, cfg)
+	if err != nil || !strings.Contains(strings.Join(report, "\n"), "replicas[1]: hot standby") {
+		t.Errorf("check-config with two standbys: %v\n%s", err, strings.Join(report, "\n"))
+	}
+	_, addr, _ := startProxyWith(t, cfg)
 	servers := map[string]*pgtest.Server{"primary": r.primary, "standby0": r.standbys[0], "standby1": r.standbys[1]}
 	placed := map[string]int{}
 	for i := range 4 {
@@ -176,6 +182,18 @@ func TestReplicasAnswer(t *testing.T) {
 	}
 	if charges != 4 {
 		t.Errorf("charges on the primary's ledger: %d, want 4", charges)
+	}
+
+	// check-config: the primary listed as a replica (another spelling of
+	// its URL) is no standby.
+	bad := r.config(t, r.standbys[:1], "")
+	sep := "?"
+	if strings.Contains(r.roles.QueryURL, "?") {
+		sep = "&"
+	}
+	bad.Replicas[0] = conf.Secret(r.roles.QueryURL + sep + "application_name=not_a_standby")
+	if _, err := proxy.CheckSchema(ctx, bad); err == nil || !strings.Contains(err.Error(), "replicas[0]: not in recovery") {
+		t.Errorf("check-config with the primary as a replica: %v", err)
 	}
 }
 

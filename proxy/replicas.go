@@ -467,3 +467,33 @@ func (ss *session) dialAgain(ctx context.Context) error {
 	}
 	return nil
 }
+
+// replicaChecks is check-config's part for replicas: each answers as the
+// query role, on upstream's database, and is a hot standby.
+func (c *checker) replicaChecks(ctx context.Context) {
+	for i, dsn := range c.cfg.Replicas {
+		key := fmt.Sprintf("replicas[%d]", i)
+		conn, err := pgx.Connect(ctx, dsn.Reveal())
+		if err != nil {
+			// The URL may hold a password: never print pgx's error.
+			c.problem(key, "cannot connect with the configured URL (is the server running, are host, port, database and credentials right?)")
+			continue
+		}
+		var inRecovery bool
+		var role, db string
+		err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_is_in_recovery(), current_user, current_database()").Scan(&inRecovery, &role, &db)
+		conn.Close(ctx)
+		switch {
+		case err != nil:
+			c.problem(key, "reading its state failed: %v", err)
+		case !inRecovery:
+			c.problem(key, "not in recovery: not a hot standby (a promoted server, or the primary itself); the proxy would skip it")
+		case role != c.role:
+			c.problem(key, "connects as role %s, upstream as %s: a replica takes analysts' statements and must use the query role", role, c.role)
+		case db != c.db:
+			c.problem(key, "database %s, upstream's is %s: a replica must serve the same database", db, c.db)
+		default:
+			c.say("%s: hot standby, database %s, role %s", key, db, role)
+		}
+	}
+}
