@@ -64,8 +64,52 @@ type replicaSet struct {
 	stopOnce sync.Once
 
 	// history holds the primary's WAL positions at recent checks, oldest
-	// first; owned by the checker goroutine (and New before it starts).
-	history []walSample
+	// first; owned by the checker goroutine (and New before it starts),
+	// as is primaryCheck.
+	history      []walSample
+	primaryCheck *checkConn
+}
+
+// checkConn is a health checker's own connection to one server: checks
+// never wait for a pool that sessions have filled.
+type checkConn struct {
+	cfg  *pgx.ConnConfig
+	conn *pgx.Conn
+}
+
+// queryRow runs sql on the connection, connecting first if needed, and
+// drops the connection when it fails.
+func (cc *checkConn) queryRow(ctx context.Context, sql string, dest ...any) error {
+	if cc.conn == nil || cc.conn.IsClosed() {
+		c, err := pgx.ConnectConfig(ctx, cc.cfg)
+		if err != nil {
+			return err
+		}
+		cc.conn = c
+	}
+	err := cc.conn.QueryRow(ctx, sql).Scan(dest...)
+	if err != nil {
+		cc.close()
+	}
+	return err
+}
+
+func (cc *checkConn) close() {
+	if cc.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		cc.conn.Close(ctx)
+		cancel()
+		cc.conn = nil
+	}
+}
+
+// newCheckConn is a checkConn like the connections of a query pool with
+// configuration p, named in pg_stat_activity for what it does.
+func newCheckConn(p *pgxpool.Config) *checkConn {
+	cfg := p.ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = "dpproxy-replica-check"
+	cfg.OnNotice = nil
+	return &checkConn{cfg: cfg}
 }
 
 // replica is one hot standby.
@@ -74,8 +118,9 @@ type replica struct {
 	pool    *pgxpool.Pool
 	healthy atomic.Bool
 	// state is the last health verdict, logged when it changes; owned by
-	// the checker goroutine.
+	// the checker goroutine, as is check.
 	state string
+	check *checkConn
 }
 
 // walSample is the primary's WAL insert position at a time.
@@ -95,6 +140,7 @@ func (s *Server) openReplicas(ctx context.Context, pcfg *pgxpool.Config) error {
 		primary: s.pool, maxLag: s.cfg.ReplicaMaxLag, interval: s.cfg.ReplicaCheckInterval,
 		log:  s.log.With("component", "replicas"),
 		stop: make(chan struct{}), done: make(chan struct{}),
+		primaryCheck: newCheckConn(pcfg),
 	}
 	for i, dsn := range s.cfg.Replicas {
 		rcfg, err := pgxpool.ParseConfig(dsn.Reveal())
@@ -113,7 +159,7 @@ func (s *Server) openReplicas(ctx context.Context, pcfg *pgxpool.Config) error {
 			return fmt.Errorf("proxy: replicas[%d]: %w", i, err)
 		}
 		name := rcfg.ConnConfig.Host + ":" + strconv.Itoa(int(rcfg.ConnConfig.Port))
-		rs.members = append(rs.members, &replica{name: name, pool: pool, state: "unchecked"})
+		rs.members = append(rs.members, &replica{name: name, pool: pool, state: "unchecked", check: newCheckConn(rcfg)})
 	}
 	rs.checkAll(ctx)
 	s.replicas = rs
@@ -226,7 +272,7 @@ func (rs *replicaSet) checkAll(ctx context.Context) {
 	now := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, replicaTryTimeout)
 	var text string
-	err := rs.primary.QueryRow(pctx, "SELECT pg_catalog.pg_current_wal_lsn()::text").Scan(&text)
+	err := rs.primaryCheck.queryRow(pctx, "SELECT pg_catalog.pg_current_wal_lsn()::text", &text)
 	cancel()
 	if lsn, perr := parseLSN(text); err == nil && perr == nil {
 		rs.history = append(rs.history, walSample{at: now, lsn: lsn})
@@ -248,7 +294,7 @@ func (rs *replicaSet) check(ctx context.Context, r *replica, now time.Time) {
 	defer cancel()
 	var inRecovery bool
 	var replay *string
-	err := r.pool.QueryRow(ctx, "SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.pg_last_wal_replay_lsn()::text").Scan(&inRecovery, &replay)
+	err := r.check.queryRow(ctx, "SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.pg_last_wal_replay_lsn()::text", &inRecovery, &replay)
 	select {
 	case <-rs.stop:
 		return // cancelled by close: no verdict
@@ -335,6 +381,12 @@ func (rs *replicaSet) close() {
 func (rs *replicaSet) closePools() {
 	for _, r := range rs.members {
 		r.pool.Close()
+		if r.check != nil {
+			r.check.close()
+		}
+	}
+	if rs.primaryCheck != nil {
+		rs.primaryCheck.close()
 	}
 }
 
