@@ -119,6 +119,13 @@ type Config struct {
 	// PostgreSQL refuses an unknown database. A client that names none is
 	// taken to name its user name, as PostgreSQL does.
 	Databases []string `yaml:"databases"`
+
+	// Replicas are hot standbys of Upstream that take the analysts'
+	// sessions, checked for health and lag (conf/replicas.go,
+	// proxy/replicas.go).
+	Replicas             []Secret      `yaml:"replicas"`
+	ReplicaMaxLag        time.Duration `yaml:"replica_max_lag"`
+	ReplicaCheckInterval time.Duration `yaml:"replica_check_interval"`
 }
 
 // SharedLedger reports whether the query connections and the ledger use
@@ -332,6 +339,7 @@ func (c *Config) applyDefaults() {
 		c.Privacy.MaxQueryTime = DefaultMaxQueryTime
 	}
 	c.Limits.applyDefaults()
+	c.applyReplicaDefaults()
 	if c.Log.Format == "" {
 		c.Log.Format = "text"
 	}
@@ -453,6 +461,7 @@ func (c *Config) validate(getenv func(string) string) error {
 		p.add("privacy.max_query_time", "must be at least privacy.response_quantum (%v), got %v", pr.ResponseQuantum, pr.MaxQueryTime)
 	}
 	c.Limits.validate(p)
+	c.validateReplicas(p)
 	if len(c.Tables) == 0 {
 		p.add("tables", "no tables configured: every table would be refused")
 	}

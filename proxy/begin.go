@@ -40,7 +40,7 @@ func (ss *session) begin(params map[string]string) error {
 	ss.counted = true
 	ctx, cancel := context.WithTimeout(context.Background(), ss.srv.lim.cfg.AuthTimeout)
 	defer cancel()
-	up, err := ss.srv.pool.Acquire(ctx)
+	up, err := ss.srv.acquireQuery(ctx) // replicas.go
 	if err != nil {
 		ss.log.Error("upstream unavailable", "err", err)
 		ss.send(fatalResponse(pgerr.ConnectionFailure, "dpproxy cannot reach its database"))
@@ -57,6 +57,7 @@ func (ss *session) begin(params map[string]string) error {
 	// pg_backend_pid() is the process id the client is given in
 	// BackendKeyData (analyst.go).
 	names, values = append(names, rewrite.BackendPIDSetting), append(values, strconv.FormatUint(uint64(ss.key.pid), 10))
+	ss.settings = [2][]string{names, values}
 
 	if len(names) > 0 {
 		// set_config with bound parameters: client values never become SQL text.

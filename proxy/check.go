@@ -146,6 +146,7 @@ func (c *checker) run(ctx context.Context) {
 	if c.ledgerConn != nil {
 		c.ledger(ctx)
 	}
+	c.replicaChecks(ctx) // replicas.go
 	if len(c.problems) == 0 {
 		c.say("privileges: %s reads all %d configured tables, can write none of them and cannot reach the ledger", c.role, readable)
 	}

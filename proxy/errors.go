@@ -56,8 +56,15 @@ func errorResponse(err error) *pgproto3.ErrorResponse {
 	}
 	switch e := s.(type) {
 	case *pgconn.PgError:
+		sev := e.Severity
+		if sev == "FATAL" || sev == "PANIC" {
+			// The upstream connection ended, not the client's session,
+			// which goes on on a new backend (replicas.go, keepUpstream):
+			// a client told FATAL would drop its connection.
+			sev = "ERROR"
+		}
 		return &pgproto3.ErrorResponse{
-			Severity: e.Severity, SeverityUnlocalized: e.Severity,
+			Severity: sev, SeverityUnlocalized: sev,
 			Code: e.Code, Message: e.Message, Detail: e.Detail, Hint: e.Hint,
 			// No Position: PostgreSQL ran the proxy's deparse, not the
 			// client's text, so its offsets point elsewhere in the latter.

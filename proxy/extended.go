@@ -211,6 +211,7 @@ func (ss *session) executePortal(ctx context.Context, m *pgproto3.Execute) error
 	}
 	max := int(m.MaxRows)
 	if pt.ps.st.ChangesSettings {
+		ss.settingsDirty = true
 		ss.render = ""
 		ss.analystStale = true // RESET ALL, DISCARD (analyst.go)
 	}

@@ -50,6 +50,9 @@ func (ss *session) loop() {
 			}
 			continue
 		}
+		if !ss.keepUpstream(ctx, msg) { // replicas.go
+			return
+		}
 		switch m := msg.(type) {
 		case *pgproto3.Query:
 			ss.simpleQuery(ctx, m.String)

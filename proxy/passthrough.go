@@ -23,6 +23,7 @@ func (ss *session) passThrough(ctx context.Context, st *rewrite.Statement) error
 		ss.dropAllPrepared()
 	}
 	if st.ChangesSettings {
+		ss.settingsDirty = true
 		ss.render = ""
 		ss.analystStale = true // RESET ALL, DISCARD (analyst.go)
 	}

@@ -52,6 +52,7 @@ type Server struct {
 	analyzer *rewrite.Analyzer
 	pool     *pgxpool.Pool // query traffic: read-only sessions
 	ledgerDB *pgxpool.Pool // ledger writes
+	replicas *replicaSet   // query traffic when replicas are configured (replicas.go)
 	ledger   *budget.Ledger
 	answers  *budget.Cache[*answer]
 	metrics  *metrics // Prometheus collectors, see metrics.go
@@ -212,6 +213,10 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 	if s.ledgerDB, err = pgxpool.NewWithConfig(ctx, lcfg); err != nil {
 		s.pool.Close()
 		return nil, fmt.Errorf("proxy: ledger pool: %w", err)
+	}
+	if err := s.openReplicas(ctx, pcfg); err != nil { // replicas.go
+		s.Close()
+		return nil, err
 	}
 	if s.ledger, err = budget.Open(ctx, s.ledgerDB, cfg.Auth.Users, budget.Options{Accounting: cfg.Privacy.Accounting, AdvancedDelta: cfg.Privacy.AdvancedDelta, RDPDeltaShare: cfg.Privacy.RDPDeltaShare, TableBudgets: cfg.TableBudgets()}); err != nil {
 		s.Close()

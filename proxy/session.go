@@ -99,6 +99,14 @@ type session struct {
 	// counted is true once the session counts against its analyst's
 	// limits.max_connections_per_analyst.
 	counted bool
+
+	// settings are the names and values the session has set upstream, to
+	// restore on a new backend (replicas.go): its startup settings, read
+	// again once settingsDirty says a statement may have changed one.
+	// clientTx is the transaction status last seen at a statement's end.
+	settings      [2][]string
+	settingsDirty bool
+	clientTx      byte
 }
 
 func (s *Server) newSession(conn net.Conn) *session {
@@ -115,6 +123,7 @@ func (s *Server) newSession(conn net.Conn) *session {
 		statements: map[string]*prepared{},
 		portals:    map[string]*portal{},
 		types:      pgtype.NewMap(),
+		clientTx:   'I',
 	}
 	sess.backend.SetMaxBodyLen(s.opts.MaxMessageSize)
 	return sess
@@ -153,5 +162,15 @@ func (ss *session) txStatus() byte {
 	if ss.upstream == nil {
 		return 'I'
 	}
-	return ss.upstream.Conn().PgConn().TxStatus()
+	pc := ss.upstream.Conn().PgConn()
+	if pc.IsClosed() {
+		// The backend died (replicas.go): a block the client was in is
+		// lost, as after an error.
+		if ss.clientTx != 'I' {
+			return 'E'
+		}
+		return 'I'
+	}
+	ss.clientTx = pc.TxStatus()
+	return ss.clientTx
 }

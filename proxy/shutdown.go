@@ -93,6 +93,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Close releases the upstream pools. Call it after Shutdown.
 func (s *Server) Close() {
 	s.stopWatch()
+	if s.replicas != nil {
+		s.replicas.close()
+	}
 	if s.pool != nil {
 		s.pool.Close()
 	}

@@ -42,6 +42,13 @@ func (ss *session) forwardNotice(n *pgconn.Notice) {
 // memory to 16 × 64MB × hash_mem_multiplier.
 const privateWorkMem = "SELECT set_config('work_mem', greatest(pg_size_bytes(current_setting('work_mem')) / 1024, 65536)::text, true)"
 
+// partitionwiseAggregate is set for every private query's transaction:
+// PostgreSQL then aggregates a partitioned table partition by partition
+// when the grouping includes the partition key (the rewrite groups by the
+// privacy unit first), and postgres_fdw sends each foreign partition's
+// aggregate to its server. It changes nothing for other tables.
+const partitionwiseAggregate = "SET LOCAL enable_partitionwise_aggregate = on"
+
 // enterPrivate prepares the upstream connection for one rewritten private
 // query (its slot was taken by execute, acquirePrivate): it makes the
 // upstream statement_timeout exactly limits.statement_timeout for this
@@ -66,7 +73,10 @@ func (ss *session) enterPrivate(ctx context.Context) (end func() error, err erro
 	ms := ss.srv.lim.cfg.StatementTimeout.Milliseconds()
 	// privateWorkMem keeps the per-unit pre-aggregation's hash table in
 	// memory (bench/RESULTS.md: at the default 4MB it spills to disk).
-	if _, err := pc.Exec(ctx, begin+"; SET LOCAL statement_timeout = "+strconv.FormatInt(ms, 10)+"; "+privateWorkMem).ReadAll(); err != nil {
+	// partitionwiseAggregate lets a table partitioned by the privacy unit
+	// run the per-unit pre-aggregation per partition (on the shards, for
+	// postgres_fdw partitions: docs/operations.md, "Scaling out").
+	if _, err := pc.Exec(ctx, begin+"; SET LOCAL statement_timeout = "+strconv.FormatInt(ms, 10)+"; "+privateWorkMem+"; "+partitionwiseAggregate).ReadAll(); err != nil {
 		// The clean-up must run even when ctx ended (a cancel).
 		cctx := context.WithoutCancel(ctx)
 		switch {

@@ -235,7 +235,11 @@ func (e *env) chown(path string) error {
 // kernel if this process dies. Go applies Pdeathsig after switching
 // credentials, so the switch does not clear it.
 func (e *env) command(ctx context.Context, dir, name string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, filepath.Join(e.bin, name), args...)
+	path := name
+	if !filepath.IsAbs(name) {
+		path = filepath.Join(e.bin, name)
+	}
+	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Dir = dir // the postgres user may not be able to enter our cwd
 	cmd.Env = append(os.Environ(), "LC_ALL=C", "TZ=UTC", "PGTZ=UTC")
 	if e.cred != nil {

@@ -394,3 +394,44 @@ func TestMainCodeStartsAndStops(t *testing.T) {
 		t.Errorf("server directory %s left behind: %v", srv.Dir, err)
 	}
 }
+
+// TestStandbyReplicates builds streaming replication and checks that a
+// row written on the primary is read on the standby, which is in
+// recovery and refuses writes.
+func TestStandbyReplicates(t *testing.T) {
+	primary := StartTB(t, Options{})
+	standby := StandbyTB(t, primary, Options{})
+	ctx := context.Background()
+	pc, err := pgx.Connect(ctx, primary.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close(ctx)
+	if _, err := pc.Exec(ctx, "CREATE TABLE r(x int); INSERT INTO r VALUES (42)"); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := pgx.Connect(ctx, standby.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close(ctx)
+	var inRecovery bool
+	if err := sc.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery); err != nil || !inRecovery {
+		t.Fatalf("standby in recovery: %v, %v", inRecovery, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var x int
+		err := sc.QueryRow(ctx, "SELECT x FROM r").Scan(&x)
+		if err == nil && x == 42 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("row not replicated: %v, %v", x, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := sc.Exec(ctx, "INSERT INTO r VALUES (1)"); err == nil {
+		t.Error("the standby accepted a write")
+	}
+}
