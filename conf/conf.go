@@ -193,6 +193,8 @@ type Table struct {
 	MaxGroupsPerUnit int64              `yaml:"max_groups_per_unit"`
 	MaxRowsPerUnit   int64              `yaml:"max_rows_per_unit"`
 	Columns          map[string]*Column `yaml:"columns"`
+	// Bias is the measured effect of the bounds (metadata.go), or nil.
+	Bias *TableBias `yaml:"bias"`
 }
 
 // QualifiedName is "schema.name".
@@ -206,6 +208,8 @@ type Column struct {
 	// PublicValues, when set, are the group keys that may be released
 	// without partition selection; every one of them always appears.
 	PublicValues []string `yaml:"public_values"`
+	// Bias is the measured effect of clamping (metadata.go), or nil.
+	Bias *ColumnBias `yaml:"bias"`
 }
 
 // HasBounds reports whether both clamping bounds are set.
@@ -355,6 +359,8 @@ func (c *Config) validate(getenv func(string) string) error {
 			p.add(key+".name", "missing")
 		} else if seen[u.Name] {
 			p.add(key+".name", "duplicate analyst %q", u.Name)
+		} else if strings.HasPrefix(u.Name, "@") {
+			p.add(key+".name", "%q: names starting with @ are the ledger's own (@operator records what operator tools spend)", u.Name)
 		}
 		seen[u.Name] = true
 		if c.Auth.Method != AuthTrust {
@@ -456,7 +462,7 @@ func (c *Config) validate(getenv func(string) string) error {
 
 func validateTable(p *problems, key string, t *Table) {
 	if t.Public {
-		if t.PrivacyUnit != "" || len(t.Columns) > 0 || t.MaxGroupsPerUnit != 0 || t.MaxRowsPerUnit != 0 {
+		if t.PrivacyUnit != "" || len(t.Columns) > 0 || t.MaxGroupsPerUnit != 0 || t.MaxRowsPerUnit != 0 || t.Bias != nil {
 			p.add(key, "a public table takes no privacy_unit, bounds or columns")
 		}
 		return
@@ -505,7 +511,9 @@ func validateTable(p *problems, key string, t *Table) {
 		if !col.HasBounds() && col.PublicValues == nil && col.Lower == nil {
 			p.add(ck, "give lower and upper, or public_values")
 		}
+		validateColumnBias(p, ck, col)
 	}
+	validateTableBias(p, key, t, cols)
 	t.Columns = cols
 	t.PrivacyUnit = strings.ToLower(t.PrivacyUnit)
 }
