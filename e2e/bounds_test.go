@@ -5,8 +5,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dpproxy/dpproxy/bounds"
 	"github.com/dpproxy/dpproxy/budget"
@@ -182,4 +187,92 @@ func TestBoundsExact(t *testing.T) {
 	if a := o.Columns["amount"]; a.Bias == nil || a.Bias.SumClamped == nil || *a.Upper != props[0].Columns[0].Chosen.Bound {
 		t.Errorf("written amount %+v, want the proposed bounds and their bias", a)
 	}
+}
+
+// TestBiasInNoticeAndExplain: with bias metadata in the configuration
+// (as bounds -write puts it), the NOTICE's DETAIL and EXPLAIN DP state the
+// bounds and the bias, and the released count lies within its stated
+// error bar of the truth minus the stated bias; without metadata they say
+// the bias is unknown.
+func TestBiasInNoticeAndExplain(t *testing.T) {
+	share := trueRowsDropped(t, 8)
+	yaml := strings.Replace(boundsConfig, "bounds_analyst", "bias_analyst", 1)
+	yaml = strings.Replace(yaml, "    columns:\n      amount:", "    bias: {measured: exact, at: 2026-11-24, max_rows_per_unit: 8, rows_dropped: "+
+		strconv.FormatFloat(math.Round(share*1e4)/1e4, 'f', -1, 64)+"}\n    columns:\n      amount:", 1)
+	cfg := configFor(t, yaml, nil)
+	_, addr, _ := startProxyWith(t, cfg)
+	cc, err := pgx.ParseConfig("postgres://bias_analyst@" + addr + "/shop?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	var mu sync.Mutex
+	var notices []*pgconn.Notice
+	cc.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		notices = append(notices, n)
+		mu.Unlock()
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	pct := strconv.FormatFloat(100*math.Round(share*1e4)/1e4, 'f', 1, 64) + "%"
+	lines := explainOf(t, conn, "EXPLAIN DP SELECT count(*) FROM orders")
+	if want := "Bias of the contribution bounds (measured exactly, 2026-11-24): about " + pct + " of rows dropped"; !containsLine(lines, want) {
+		t.Errorf("EXPLAIN DP lacks %q:\n%s", want, strings.Join(lines, "\n"))
+	}
+	var got int64
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM orders").Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(notices) != 1 {
+		t.Fatalf("%d notices, want 1", len(notices))
+	}
+	if want := "contribution bounds: ≤8 rows per customer_id; bias (measured exactly, 2026-11-24): about " + pct + " of rows dropped"; notices[0].Detail != want {
+		t.Errorf("NOTICE DETAIL %q, want %q", notices[0].Detail, want)
+	}
+	if !strings.HasPrefix(notices[0].Message, "dp: count: ±24 (95%)") {
+		t.Errorf("NOTICE %q, want the count's ±24 bar", notices[0].Message)
+	}
+	var total int64
+	if err := direct(t).QueryRow(ctx, "SELECT count(*) FROM orders").Scan(&total); err != nil {
+		t.Fatal(err)
+	}
+	// Within the bar (three times it: a 1-in-8000 miss) of the truth
+	// less the stated bias.
+	if expect := float64(total) * (1 - share); math.Abs(float64(got)-expect) > 3*24+1 {
+		t.Errorf("count %d; truth %d less the stated %s is %.0f, more than 3 bars away", got, total, pct, expect)
+	}
+
+	// The shared proxy's configuration has no metadata.
+	lines = explainOf(t, connect(t, "alice", pwAlice), "EXPLAIN DP SELECT count(*) FROM orders")
+	if want := "Bias of the contribution bounds: unknown (not measured: dpproxy bounds)"; !containsLine(lines, want) {
+		t.Errorf("EXPLAIN DP without metadata lacks %q:\n%s", want, strings.Join(lines, "\n"))
+	}
+}
+
+func explainOf(t *testing.T, conn *pgx.Conn, sql string) []string {
+	t.Helper()
+	rows, err := conn.Query(ctx, sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
+func containsLine(lines []string, want string) bool {
+	for _, l := range lines {
+		if l == want {
+			return true
+		}
+	}
+	return false
 }

@@ -40,7 +40,7 @@ func (ss *session) copyOut(ctx context.Context, st *rewrite.Statement) error {
 		ss.send(&pgproto3.CopyDone{})
 		ss.send(&pgproto3.CommandComplete{CommandTag: []byte("COPY " + strconv.Itoa(len(r.rows)))})
 		if r.notice != "" {
-			ss.send(&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: string(pgerr.SuccessfulCompletion), Message: r.notice})
+			ss.send(&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: string(pgerr.SuccessfulCompletion), Message: r.notice, Detail: r.noticeDetail})
 		}
 		return nil
 	}

@@ -33,6 +33,10 @@ type result struct {
 	tag    string
 	notice string // sent after CommandComplete when set
 	empty  bool   // an empty query string
+
+	// noticeDetail is the notice's DETAIL (the contribution bounds and
+	// their bias), "" for none.
+	noticeDetail string
 }
 
 // textResult builds a small result from strings.
@@ -80,7 +84,7 @@ func (ss *session) sendRowsFrom(r *result, formats []int16, offset, max int) (in
 	}
 	ss.send(&pgproto3.CommandComplete{CommandTag: []byte(r.tag)})
 	if r.notice != "" {
-		ss.send(&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: string(pgerr.SuccessfulCompletion), Message: r.notice})
+		ss.send(&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: string(pgerr.SuccessfulCompletion), Message: r.notice, Detail: r.noticeDetail})
 	}
 	return i, nil
 }
