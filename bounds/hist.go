@@ -107,6 +107,20 @@ func (b Bins) Rep(i int) float64 {
 type Hist struct {
 	Bins  Bins
 	Count []float64
+	// Mass, in exact mode only, is the sum of the values in each bin, so
+	// that a bin's values stand for themselves (their mean) rather than
+	// for the bin's midpoint: at a bin edge, Excess and Clamped are then
+	// exact. nil under DP (it would need noise of its own).
+	Mass []float64
+}
+
+// value is what stands for bin i's values: their mean when known, else
+// the bin's representative.
+func (h Hist) value(i int) float64 {
+	if h.Mass != nil && h.Count[i] > 0 {
+		return h.Mass[i] / h.Count[i]
+	}
+	return h.Bins.Rep(i)
 }
 
 // Signed is a histogram of values of either sign: Pos over x >= 0, Neg
@@ -116,25 +130,31 @@ type Signed struct {
 }
 
 // Noised is a histogram as released: every bin's true count plus noise,
-// then (post-processing) counts below Floor set to 0, so that the noise
-// of the many empty bins does not read as a tail of the distribution.
-// Floor is 0 in exact mode.
+// then (post-processing) negative counts set to 0 and the tail cut: every
+// bin after the last one whose count reaches floor is set to 0, so that
+// the noise of the many empty bins does not read as a long tail of the
+// distribution, while the bulk keeps its unbiased noisy counts. Floor is
+// 0 in exact mode.
 func Noised(bins Bins, exact []float64, add func(float64) (float64, error), floor float64) (Hist, error) {
 	h := Hist{Bins: bins, Count: make([]float64, len(bins.Lo))}
+	last := -1
 	for i := range h.Count {
 		v, err := add(exact[i])
 		if err != nil {
 			return Hist{}, err
 		}
-		if v < floor || v < 0 {
-			v = 0
+		if v >= floor && v > 0 {
+			last = i
 		}
-		h.Count[i] = v
+		h.Count[i] = math.Max(0, v)
+	}
+	for i := last + 1; i < len(h.Count); i++ {
+		h.Count[i] = 0
 	}
 	return h, nil
 }
 
-// Floor is the count below which a noisy bin is taken as empty: Laplace
+// Floor is the count a noisy bin must reach to extend the tail: Laplace
 // noise of the given scale exceeds it in one or more of n empty bins with
 // probability at most 5% (a one-sided tail of e^(-t/b)/2 per bin, summed).
 func Floor(scale float64, n int) float64 {
@@ -146,7 +166,7 @@ func Floor(scale float64, n int) float64 {
 func (h Hist) Total() float64 {
 	var t float64
 	for i, c := range h.Count {
-		t += c * h.Bins.Rep(i)
+		t += c * h.value(i)
 	}
 	return t
 }
@@ -165,7 +185,7 @@ func (h Hist) Units() float64 {
 func (h Hist) Excess(r float64) float64 {
 	var t float64
 	for i, c := range h.Count {
-		t += c * math.Max(0, h.Bins.Rep(i)-r)
+		t += c * math.Max(0, h.value(i)-r)
 	}
 	return t
 }
@@ -181,7 +201,7 @@ func (h Hist) Quantile(q float64) float64 {
 	for i, c := range h.Count {
 		acc += c
 		if acc >= q*n {
-			return h.Bins.Rep(i)
+			return h.value(i)
 		}
 	}
 	return h.Bins.Lo[len(h.Bins.Lo)-1]
@@ -192,11 +212,11 @@ func (h Hist) Quantile(q float64) float64 {
 func (s Signed) Clamped(lo, hi float64) float64 {
 	var t float64
 	for i, c := range s.Pos.Count {
-		x := s.Pos.Bins.Rep(i)
+		x := s.Pos.value(i)
 		t += c * math.Abs(math.Min(math.Max(x, lo), hi)-x)
 	}
 	for i, c := range s.Neg.Count {
-		x := -s.Neg.Bins.Rep(i)
+		x := -s.Neg.value(i)
 		t += c * math.Abs(math.Min(math.Max(x, lo), hi)-x)
 	}
 	return t

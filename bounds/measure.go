@@ -140,7 +140,7 @@ func Measure(ctx context.Context, q Querier, ms []Measurement, eps float64, exac
 			if m.Kind == "groups" {
 				bins = GroupBins(len(m.Table.Columns[m.Column].PublicValues))
 			}
-			counts, err := countHist(ctx, q, m, bins)
+			counts, mass, err := countHist(ctx, q, m, bins)
 			if err != nil {
 				return nil, err
 			}
@@ -149,6 +149,9 @@ func Measure(ctx context.Context, q Querier, ms []Measurement, eps float64, exac
 			}
 			if r.Hist, err = Noised(bins, counts, add, r.Floor); err != nil {
 				return nil, err
+			}
+			if exact {
+				r.Hist.Mass = mass
 			}
 		case "values":
 			bins := ValueBins()
@@ -159,11 +162,14 @@ func Measure(ctx context.Context, q Querier, ms []Measurement, eps float64, exac
 			if !exact {
 				r.Floor = Floor(r.Scale, 2*len(bins.Lo))
 			}
-			if r.Signed.Pos, err = Noised(bins, pos, add, r.Floor); err != nil {
+			if r.Signed.Pos, err = Noised(bins, pos.count, add, r.Floor); err != nil {
 				return nil, err
 			}
-			if r.Signed.Neg, err = Noised(bins, neg, add, r.Floor); err != nil {
+			if r.Signed.Neg, err = Noised(bins, neg.count, add, r.Floor); err != nil {
 				return nil, err
+			}
+			if exact {
+				r.Signed.Pos.Mass, r.Signed.Neg.Mass = pos.mass, neg.mass
 			}
 		}
 		out = append(out, r)
@@ -177,9 +183,10 @@ func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
 
 func tableSQL(t *conf.Table) string { return pgx.Identifier{t.Schema, t.Name}.Sanitize() }
 
-// countHist reads the exact distribution of a per-unit count and bins it.
-// Every bin is returned, empty ones too: the bins are fixed in advance.
-func countHist(ctx context.Context, q Querier, m Measurement, bins Bins) ([]float64, error) {
+// countHist reads the exact distribution of a per-unit count and bins it:
+// each bin's count and the sum of its values. Every bin is returned, empty
+// ones too: the bins are fixed in advance.
+func countHist(ctx context.Context, q Querier, m Measurement, bins Bins) (count, mass []float64, err error) {
 	unit, tbl := ident(m.Table.PrivacyUnit), tableSQL(m.Table)
 	var sql string
 	var args []any
@@ -197,53 +204,61 @@ func countHist(ctx context.Context, q Querier, m Measurement, bins Bins) ([]floa
 	}
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("bounds: %s: %w", m.Table.QualifiedName(), err)
+		return nil, nil, fmt.Errorf("bounds: %s: %w", m.Table.QualifiedName(), err)
 	}
-	out := make([]float64, len(bins.Lo))
+	count, mass = make([]float64, len(bins.Lo)), make([]float64, len(bins.Lo))
 	var n, c int64
 	_, err = pgx.ForEachRow(rows, []any{&n, &c}, func() error {
 		if i := bins.Index(float64(n)); i >= 0 {
-			out[i] += float64(c)
+			count[i] += float64(c)
+			mass[i] += float64(n) * float64(c)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("bounds: %s: %w", m.Table.QualifiedName(), err)
+		return nil, nil, fmt.Errorf("bounds: %s: %w", m.Table.QualifiedName(), err)
 	}
-	return out, nil
+	return count, mass, nil
 }
 
 // valueHist reads the binned values of a column, each unit's rows
 // weighted by least(1, R/n) (R = max_rows_per_unit, n = the unit's rows
 // with a value), so that a unit weighs at most R in all: the rows a query
 // keeps, in expectation, as the rewrite bounds them.
-func valueHist(ctx context.Context, q Querier, m Measurement, bins Bins) (pos, neg []float64, err error) {
+func valueHist(ctx context.Context, q Querier, m Measurement, bins Bins) (pos, neg binned, err error) {
 	unit, tbl, col := ident(m.Table.PrivacyUnit), tableSQL(m.Table), ident(m.Column)
-	sql := fmt.Sprintf(`SELECT x < 0, width_bucket(abs(x), $1::float8[]), sum(w)::float8
+	sql := fmt.Sprintf(`SELECT x < 0, width_bucket(abs(x), $1::float8[]), sum(w)::float8, sum(w * abs(x))::float8
 		FROM (SELECT %s::float8 AS x, least(1, $2::float8 / count(*) OVER (PARTITION BY %s)) AS w FROM %s WHERE %s IS NOT NULL) s
 		WHERE x <> 'NaN'::float8 AND abs(x) < 'Infinity'::float8 GROUP BY 1, 2`, col, unit, tbl, col)
 	rows, err := q.Query(ctx, sql, bins.Lo[1:], float64(m.Table.MaxRowsPerUnit))
 	if err != nil {
-		return nil, nil, fmt.Errorf("bounds: %s.%s: %w", m.Table.QualifiedName(), m.Column, err)
+		return pos, neg, fmt.Errorf("bounds: %s.%s: %w", m.Table.QualifiedName(), m.Column, err)
 	}
-	pos, neg = make([]float64, len(bins.Lo)), make([]float64, len(bins.Lo))
+	pos, neg = newBinned(len(bins.Lo)), newBinned(len(bins.Lo))
 	var isNeg bool
 	var b int
-	var w float64
-	_, err = pgx.ForEachRow(rows, []any{&isNeg, &b, &w}, func() error {
+	var w, wx float64
+	_, err = pgx.ForEachRow(rows, []any{&isNeg, &b, &w, &wx}, func() error {
 		// width_bucket over Lo[1:] is 0 below Lo[1] (bin 0), i for bin i.
-		if b < 0 || b >= len(bins.Lo) || math.IsNaN(w) {
+		if b < 0 || b >= len(bins.Lo) || math.IsNaN(w) || math.IsNaN(wx) {
 			return nil
 		}
+		side := pos
 		if isNeg {
-			neg[b] += w
-		} else {
-			pos[b] += w
+			side = neg
 		}
+		side.count[b] += w
+		side.mass[b] += wx
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("bounds: %s.%s: %w", m.Table.QualifiedName(), m.Column, err)
+		return pos, neg, fmt.Errorf("bounds: %s.%s: %w", m.Table.QualifiedName(), m.Column, err)
 	}
 	return pos, neg, nil
 }
+
+// binned is one side of a value histogram: per bin, the weight of its
+// values and their weighted sum of |x|.
+type binned struct{ count, mass []float64 }
+
+func newBinned(n int) binned { return binned{make([]float64, n), make([]float64, n)} }

@@ -129,23 +129,52 @@ func TestClampTradeoff(t *testing.T) {
 	}
 }
 
-func TestNoisedFloorsEmptyBins(t *testing.T) {
+func TestNoisedCutsTheTail(t *testing.T) {
 	b := CountBins()
 	exact := make([]float64, len(b.Lo))
 	exact[3] = 1000
-	lap := noise.Laplace()
+	// Deterministic "noise": -3, +2, -3, +2, ... and +5 in bin 20.
+	i := -1
+	add := func(x float64) (float64, error) {
+		i++
+		switch {
+		case i == 20:
+			return x + 5, nil
+		case i%2 == 0:
+			return x - 3, nil
+		}
+		return x + 2, nil
+	}
 	fl := Floor(1, len(b.Lo))
-	h, err := Noised(b, exact, func(x float64) (float64, error) { return lap.Add(x, 1, 1, 1, 0) }, fl)
+	if want := math.Log(float64(len(b.Lo)) / 0.1); math.Abs(fl-want) > 1e-12 || fl <= 5 {
+		t.Fatalf("floor %v, want ln(n/0.1) = %v (above the +5 of bin 20)", fl, want)
+	}
+	h, err := Noised(b, exact, add, fl)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The tail after the last bin that reaches the floor is cut; bins
+	// before it keep their noisy counts, never negative.
 	for i, c := range h.Count {
-		if i != 3 && c != 0 {
-			t.Errorf("empty bin %d reads %v after the floor %v", i, c, fl)
+		var want float64
+		switch {
+		case i == 3:
+			want = 1002
+		case i < 3 && i%2 == 1:
+			want = 2
 		}
-		if i == 3 && math.Abs(c-1000) > 30 {
-			t.Errorf("bin 3 reads %v, want about 1000", c)
+		if c != want {
+			t.Errorf("bin %d reads %v, want %v", i, c, want)
 		}
+	}
+	// A real Laplace sampler: the full bin stays about right.
+	lap := noise.Laplace()
+	h, err = Noised(b, exact, func(x float64) (float64, error) { return lap.Add(x, 1, 1, 1, 0) }, fl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(h.Count[3]-1000) > 30 {
+		t.Errorf("bin 3 reads %v, want about 1000", h.Count[3])
 	}
 }
 
