@@ -154,11 +154,17 @@ func Noised(bins Bins, exact []float64, add func(float64) (float64, error), floo
 	return h, nil
 }
 
+// FalseTail is the probability that the noise of an empty bin alone
+// extends the tail: one such bin far out (a fake heavy user) would make
+// every proposal wrong, so it is kept small.
+const FalseTail = 1e-6
+
 // Floor is the count a noisy bin must reach to extend the tail: Laplace
 // noise of the given scale exceeds it in one or more of n empty bins with
-// probability at most 5% (a one-sided tail of e^(-t/b)/2 per bin, summed).
+// probability at most FalseTail (a one-sided tail of e^(-t/b)/2 per bin,
+// summed).
 func Floor(scale float64, n int) float64 {
-	return scale * math.Log(float64(n)/0.1)
+	return scale * math.Log(float64(n)/(2*FalseTail))
 }
 
 // Total is Σ Count[i]·Rep(i): the number of rows (for a histogram of

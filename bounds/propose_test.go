@@ -146,8 +146,8 @@ func TestNoisedCutsTheTail(t *testing.T) {
 		return x + 2, nil
 	}
 	fl := Floor(1, len(b.Lo))
-	if want := math.Log(float64(len(b.Lo)) / 0.1); math.Abs(fl-want) > 1e-12 || fl <= 5 {
-		t.Fatalf("floor %v, want ln(n/0.1) = %v (above the +5 of bin 20)", fl, want)
+	if want := math.Log(float64(len(b.Lo)) / 2e-6); math.Abs(fl-want) > 1e-12 || fl <= 5 {
+		t.Fatalf("floor %v, want ln(n/2e-6) = %v (above the +5 of bin 20)", fl, want)
 	}
 	h, err := Noised(b, exact, add, fl)
 	if err != nil {

@@ -196,7 +196,7 @@ func Print(w io.Writer, cfg *conf.Config, props []TableProposal, groupShare floa
 	for _, t := range props {
 		note := ""
 		if t.Rows.Scale > 0 {
-			note = fmt.Sprintf(" (DP: fewer than %s units in a bin are not seen, nor the rows they hold)", count(t.Rows.Floor))
+			note = fmt.Sprintf(" (DP: a tail of bins of fewer than %s units each is not seen, nor the rows it holds)", count(t.Rows.Floor))
 		}
 		fmt.Fprintf(w, "  %s:\n    max_rows_per_unit: %s    # rows dropped: %s%s\n    max_groups_per_unit: %d\n",
 			t.Table.QualifiedName(), num(t.MaxRows.Bound), pct(t.MaxRows.DroppedShare), note, t.MaxGroups)
@@ -225,7 +225,7 @@ func floorNote(r Result) string {
 	if r.Scale == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" [noise scale %s per bin; bins under %s taken as empty]", num(round3(r.Scale)), count(r.Floor))
+	return fmt.Sprintf(" [noise scale %s per bin; the tail past the last bin of %s or more is cut]", num(round3(r.Scale)), count(r.Floor))
 }
 
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

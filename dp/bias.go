@@ -92,9 +92,9 @@ func (s *Spec) biasKnown() string {
 	if b != nil && b.RowsDropped != nil {
 		if grouped {
 			// Per group a unit has at most its rows in all: no more is dropped.
-			known = append(known, "at most "+pctText(*b.RowsDropped)+" of rows dropped by the rows bound")
+			known = append(known, "at most "+pctText(*b.RowsDropped)+" of the table's rows dropped by the rows bound (all groups together)")
 		} else {
-			known = append(known, "about "+pctText(*b.RowsDropped)+" of rows dropped")
+			known = append(known, "about "+pctText(*b.RowsDropped)+" of the table's rows dropped")
 		}
 	} else {
 		unknown = append(unknown, "rows dropped")

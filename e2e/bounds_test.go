@@ -220,7 +220,7 @@ func TestBiasInNoticeAndExplain(t *testing.T) {
 	defer conn.Close(ctx)
 	pct := strconv.FormatFloat(100*math.Round(share*1e4)/1e4, 'f', 1, 64) + "%"
 	lines := explainOf(t, conn, "EXPLAIN DP SELECT count(*) FROM orders")
-	if want := "Bias of the contribution bounds (measured exactly, 2026-11-24): about " + pct + " of rows dropped"; !containsLine(lines, want) {
+	if want := "Bias of the contribution bounds (measured exactly, 2026-11-24): about " + pct + " of the table's rows dropped"; !containsLine(lines, want) {
 		t.Errorf("EXPLAIN DP lacks %q:\n%s", want, strings.Join(lines, "\n"))
 	}
 	var got int64
@@ -232,7 +232,7 @@ func TestBiasInNoticeAndExplain(t *testing.T) {
 	if len(notices) != 1 {
 		t.Fatalf("%d notices, want 1", len(notices))
 	}
-	if want := "contribution bounds: ≤8 rows per customer_id; bias (measured exactly, 2026-11-24): about " + pct + " of rows dropped"; notices[0].Detail != want {
+	if want := "contribution bounds: ≤8 rows per customer_id; bias (measured exactly, 2026-11-24): about " + pct + " of the table's rows dropped"; notices[0].Detail != want {
 		t.Errorf("NOTICE DETAIL %q, want %q", notices[0].Detail, want)
 	}
 	if !strings.HasPrefix(notices[0].Message, "dp: count: ±24 (95%)") {
