@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dpproxy/dpproxy/bounds"
 	"github.com/dpproxy/dpproxy/budget"
@@ -87,6 +88,19 @@ func TestBoundsDP(t *testing.T) {
 	n1, eps1 := operatorCharges(t)
 	if n1 != n0+1 || math.Abs(eps1-eps0-1) > 1e-9 {
 		t.Errorf("ledger: %d operator charges of ε=%v, then %d of ε=%v; want one more of ε=1", n0, eps0, n1, eps1)
+	}
+	// The operator's row reads as spent = limit (budget show @operator).
+	pool, err := pgxpool.New(ctx, env.roles.LedgerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	l, err := budget.Attach(ctx, pool, budget.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := l.Spent(ctx, budget.OperatorSubject); err != nil || math.Abs(s.EpsilonSpent-eps1) > 1e-9 || s.EpsilonRemaining() != 0 {
+		t.Errorf("Spent(%s) = %+v, %v; want ε spent %v, nothing remaining", budget.OperatorSubject, s, err, eps1)
 	}
 	if !strings.Contains(out.String(), "DP measurement: ε=1") || strings.Contains(out.String(), "WARNING") {
 		t.Errorf("output does not say it is a DP measurement:\n%s", out.String())
