@@ -33,6 +33,10 @@ type Options struct {
 	// GroupShare is the share of a table's rows each candidate is priced
 	// on (Propose); 0 means DefaultGroupShare.
 	GroupShare float64
+	// GroupBy are further columns (without public values) whose groups
+	// per unit to measure: "table.column" (schema.table.column), or
+	// "column" for every table measured.
+	GroupBy []string
 }
 
 // Measurement is one histogram to read: what it counts, its bins and the
@@ -47,7 +51,7 @@ type Measurement struct {
 // Plan lists the measurements for the chosen tables, in order: per table,
 // rows per unit; per column with public values, rows per (unit, group)
 // and groups per unit; per column with clamping bounds, its values.
-func Plan(cfg *conf.Config, table string) ([]Measurement, error) {
+func Plan(cfg *conf.Config, table string, groupBy ...string) ([]Measurement, error) {
 	var tables []*conf.Table
 	for _, t := range cfg.Tables {
 		if t.Public {
@@ -79,8 +83,40 @@ func Plan(cfg *conf.Config, table string) ([]Measurement, error) {
 				out = append(out, Measurement{Table: t, Kind: "values", Column: c, L1: float64(t.MaxRowsPerUnit)})
 			}
 		}
+		for _, c := range groupBy {
+			c = strings.ToLower(c)
+			if i := strings.LastIndex(c, "."); i >= 0 {
+				if !matches(t, c[:i]) {
+					continue
+				}
+				c = c[i+1:]
+			}
+			if col := t.Columns[c]; col != nil && col.PublicValues != nil {
+				continue // measured above
+			}
+			if !isIdent(c) || c == t.PrivacyUnit {
+				return nil, fmt.Errorf("bounds: -group-by %s: not a column name other than the privacy unit", c)
+			}
+			out = append(out, Measurement{Table: t, Kind: "groups", Column: c, L1: 1})
+		}
 	}
 	return out, nil
+}
+
+// public reports whether the measurement's column has public values.
+func (m Measurement) public() bool {
+	c := m.Table.Columns[m.Column]
+	return c != nil && c.PublicValues != nil
+}
+
+// isIdent reports whether s is a plain lower-case SQL identifier.
+func isIdent(s string) bool {
+	for i, r := range s {
+		if !(r == '_' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func matches(t *conf.Table, name string) bool {
@@ -137,7 +173,7 @@ func Measure(ctx context.Context, q Querier, ms []Measurement, eps float64, exac
 		switch m.Kind {
 		case "rows", "pairs", "groups":
 			bins := CountBins()
-			if m.Kind == "groups" {
+			if m.Kind == "groups" && m.public() {
 				bins = GroupBins(len(m.Table.Columns[m.Column].PublicValues))
 			}
 			counts, mass, err := countHist(ctx, q, m, bins)
@@ -199,8 +235,13 @@ func countHist(ctx context.Context, q Querier, m Measurement, bins Bins) (count,
 		args = append(args, m.Table.Columns[m.Column].PublicValues)
 	case "groups":
 		col := ident(m.Column)
-		sql = fmt.Sprintf(`SELECT n, count(*) FROM (SELECT count(DISTINCT %s) AS n FROM %s WHERE %s::text = ANY($1) GROUP BY %s) s GROUP BY n`, col, tbl, col, unit)
-		args = append(args, m.Table.Columns[m.Column].PublicValues)
+		if m.public() {
+			sql = fmt.Sprintf(`SELECT n, count(*) FROM (SELECT count(DISTINCT %s) AS n FROM %s WHERE %s::text = ANY($1) GROUP BY %s) s GROUP BY n`, col, tbl, col, unit)
+			args = append(args, m.Table.Columns[m.Column].PublicValues)
+		} else {
+			// NULL is a group of its own, as in GROUP BY.
+			sql = fmt.Sprintf(`SELECT n, count(*) FROM (SELECT count(DISTINCT %s) + max(CASE WHEN %s IS NULL THEN 1 ELSE 0 END) AS n FROM %s GROUP BY %s) s GROUP BY n`, col, col, tbl, unit)
+		}
 	}
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {

@@ -64,22 +64,35 @@ func RowsTradeoff(h Hist, cands []float64, g float64, noise Noise95) ([]Row, err
 }
 
 // GroupsTradeoff prices each max_groups_per_unit candidate G (1 to the
-// number of public values k) on one group's COUNT(*) of a GROUP BY the
-// column, the group holding groupRows rows: the (unit, group) pairs beyond
-// G per unit, as a share, times groupRows, against the noise at
-// sensitivity (G, rows).
-func GroupsTradeoff(h Hist, k int, rows float64, groupRows float64, noise Noise95) ([]Row, error) {
+// number of public values, or the bins' edges for a column without) on
+// one group's COUNT(*) of a GROUP BY the column, the group holding
+// groupRows rows: the (unit, group) pairs beyond G per unit, as a share,
+// times groupRows, against the noise at sensitivity (G, rows).
+func GroupsTradeoff(h Hist, cands []float64, rows float64, groupRows float64, noise Noise95) ([]Row, error) {
 	pairs := h.Total()
 	var out []Row
-	for g := 1; g <= k; g++ {
+	for _, g := range cands {
 		n, err := noise(int64(g), rows)
 		if err != nil {
 			return nil, err
 		}
-		s := share(h.Excess(float64(g)), pairs)
-		out = append(out, Row{Bound: float64(g), DroppedShare: s, Dropped: s * groupRows, Noise: n})
+		s := share(h.Excess(g), pairs)
+		out = append(out, Row{Bound: g, DroppedShare: s, Dropped: s * groupRows, Noise: n})
 	}
 	return out, nil
+}
+
+// GroupCandidates are 1 to k for k public values, else the bins' edges up
+// to one past the largest non-empty bin, and the current bound.
+func GroupCandidates(h Hist, k int, current int64) []float64 {
+	if k > 0 {
+		out := make([]float64, k)
+		for i := range out {
+			out[i] = float64(i + 1)
+		}
+		return out
+	}
+	return RowCandidates(h, current)
 }
 
 // ClampTradeoff prices clamping bounds [L, U] on a SUM over a share g of

@@ -82,7 +82,7 @@ func TestRowsTradeoff(t *testing.T) {
 func TestGroupsTradeoff(t *testing.T) {
 	// 600 units in 1 group, 400 in 3 groups: G=1 drops 800 of 1800 pairs.
 	h := Hist{Bins: GroupBins(4), Count: []float64{600, 0, 400, 0}}
-	rows, err := GroupsTradeoff(h, 4, 10, 1000, laplace95)
+	rows, err := GroupsTradeoff(h, GroupCandidates(h, 4, 4), 10, 1000, laplace95)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,9 +95,13 @@ func Propose(results []Result, n95 Noise95, groupShare float64) ([]TableProposal
 			}
 			cur.Groups = append(cur.Groups, g)
 		case "groups":
+			if !r.public() {
+				cur.Groups = append(cur.Groups, GroupProposal{Column: r.Column})
+			}
 			g := &cur.Groups[len(cur.Groups)-1]
 			g.Groups = r
-			if g.GroupTrade, err = GroupsTradeoff(r.Hist, g.K, cur.MaxRows.Bound, groupShare*cur.Rows.Hist.Total(), n95); err != nil {
+			cands := GroupCandidates(r.Hist, g.K, r.Table.MaxGroupsPerUnit)
+			if g.GroupTrade, err = GroupsTradeoff(r.Hist, cands, cur.MaxRows.Bound, groupShare*cur.Rows.Hist.Total(), n95); err != nil {
 				return nil, err
 			}
 			g.Chosen = Best(g.GroupTrade)
@@ -154,13 +158,15 @@ func Print(w io.Writer, cfg *conf.Config, props []TableProposal, groupShare floa
 		}
 		tw.Flush()
 		for _, g := range t.Groups {
-			ph := g.Pairs.Hist
-			fmt.Fprintf(w, "  rows per unit per %s (%d public values): median %s, 90th percentile %s, 99th %s; max_rows_per_unit %s drops %s of them\n",
-				g.Column, g.K, num(ph.Quantile(0.5)), num(ph.Quantile(0.9)), num(ph.Quantile(0.99)), num(t.MaxRows.Bound), pct(share(ph.Excess(t.MaxRows.Bound), ph.Total())))
+			if g.K > 0 {
+				ph := g.Pairs.Hist
+				fmt.Fprintf(w, "  rows per unit per %s (%d public values): median %s, 90th percentile %s, 99th %s; max_rows_per_unit %s drops %s of them\n",
+					g.Column, g.K, num(ph.Quantile(0.5)), num(ph.Quantile(0.9)), num(ph.Quantile(0.99)), num(t.MaxRows.Bound), pct(share(ph.Excess(t.MaxRows.Bound), ph.Total())))
+			}
 			fmt.Fprintf(w, "  groups of %s per unit%s:\n", g.Column, floorNote(g.Groups))
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintf(tw, "    max_groups_per_unit\t(unit, %s) pairs dropped (in a group of %s of the rows)\tnoise of its count(*), 95%%\tbias + noise\t\n", g.Column, gp)
-			for _, r := range g.GroupTrade {
+			for _, r := range Shown(g.GroupTrade, 12, float64(tbl.MaxGroupsPerUnit), g.Chosen.Bound) {
 				fmt.Fprintf(tw, "    %s%s\t%s (%s)\t±%s\t%s\t\n", num(r.Bound), mark(r.Bound, float64(tbl.MaxGroupsPerUnit), g.Chosen.Bound),
 					pct(r.DroppedShare), count(r.Dropped), count(r.Noise), count(r.Cost()))
 			}

@@ -24,7 +24,7 @@ func Run(ctx context.Context, cfg *conf.Config, opts Options, out io.Writer) ([]
 	if !(opts.GroupShare >= 0 && opts.GroupShare <= 1) {
 		return nil, fmt.Errorf("bounds: -group-share must lie in (0, 1], got %v", opts.GroupShare)
 	}
-	ms, err := Plan(cfg, opts.Table)
+	ms, err := Plan(cfg, opts.Table, opts.GroupBy...)
 	if err != nil {
 		return nil, err
 	}

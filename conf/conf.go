@@ -513,7 +513,7 @@ func validateTable(p *problems, key string, t *Table) {
 		}
 		validateColumnBias(p, ck, col)
 	}
-	validateTableBias(p, key, t, cols)
+	validateTableBias(p, key, t)
 	t.Columns = cols
 	t.PrivacyUnit = strings.ToLower(t.PrivacyUnit)
 }

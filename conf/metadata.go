@@ -33,8 +33,9 @@ type TableBias struct {
 	RowsDropped *float64 `yaml:"rows_dropped"`
 	// MaxGroupsPerUnit is the bound GroupsDropped was measured for.
 	MaxGroupsPerUnit int64 `yaml:"max_groups_per_unit"`
-	// GroupsDropped is, per grouping column with public values, the share
-	// of (unit, group) pairs beyond max_groups_per_unit.
+	// GroupsDropped is, per grouping column (with public values, or any
+	// column measured with dpproxy bounds -group-by), the share of
+	// (unit, group) pairs beyond max_groups_per_unit.
 	GroupsDropped map[string]float64 `yaml:"groups_dropped"`
 }
 
@@ -53,7 +54,7 @@ func validShare(f float64) bool { return f >= 0 && f <= 1 }
 
 // validateTableBias checks t.Bias against t's bounds; cols are t's
 // columns, lower-cased.
-func validateTableBias(p *problems, key string, t *Table, cols map[string]*Column) {
+func validateTableBias(p *problems, key string, t *Table) {
 	b := t.Bias
 	if b == nil {
 		return
@@ -85,8 +86,8 @@ func validateTableBias(p *problems, key string, t *Table, cols map[string]*Colum
 	lower := make(map[string]float64, len(b.GroupsDropped))
 	for c, v := range b.GroupsDropped {
 		lc := strings.ToLower(c)
-		if col := cols[lc]; col == nil || col.PublicValues == nil {
-			p.add(key+".groups_dropped."+c, "not a column with public_values")
+		if !isIdent(c) || lc == strings.ToLower(t.PrivacyUnit) {
+			p.add(key+".groups_dropped."+c, "not a column name other than the privacy unit")
 		}
 		if !validShare(v) {
 			p.add(key+".groups_dropped."+c, "must lie in [0, 1], got %v", v)

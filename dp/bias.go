@@ -104,7 +104,7 @@ func (s *Spec) biasKnown() string {
 		all := true
 		for _, k := range p.GroupKeys {
 			v, ok := 0.0, false
-			if b != nil && k.Column != "" && len(k.PublicValues) > 0 {
+			if b != nil && k.Column != "" {
 				v, ok = b.GroupsDropped[k.Column]
 			}
 			if !ok {

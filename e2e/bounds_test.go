@@ -159,7 +159,7 @@ func TestBoundsExact(t *testing.T) {
 	cfg := configFor(t, boundsConfig, nil)
 	n0, _ := operatorCharges(t)
 	var out bytes.Buffer
-	props, err := bounds.Run(ctx, cfg, bounds.Options{Exact: true}, &out)
+	props, err := bounds.Run(ctx, cfg, bounds.Options{Exact: true, GroupBy: []string{"orders.channel"}}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +169,22 @@ func TestBoundsExact(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.String(), "WARNING: exact mode") || !strings.Contains(out.String(), "NOT") {
 		t.Errorf("exact mode's output does not start with its warning:\n%s", out.String())
+	}
+	// Channel has no public values: measured on request (-group-by). A
+	// customer uses up to four channels, so 4 groups drop no pair and
+	// the proposal keeps several.
+	p := props[0]
+	if len(p.Groups) != 2 || p.Groups[1].Column != "channel" {
+		t.Fatalf("groups measured: %+v, want region and channel", p.Groups)
+	}
+	if r, ok := rowAt(p.Groups[1].GroupTrade, 4); !ok || r.DroppedShare != 0 {
+		t.Errorf("channel at 4 groups per customer: %+v, want no pair dropped", r)
+	}
+	if r, _ := rowAt(p.Groups[1].GroupTrade, 1); r.DroppedShare < 0.3 {
+		t.Errorf("channel at 1 group per customer drops %v of the pairs, want most customers' other channels", r.DroppedShare)
+	}
+	if p.MaxGroups < 2 {
+		t.Errorf("proposed max_groups_per_unit %d with channel measured, want at least 2", p.MaxGroups)
 	}
 	at8, _ := rowAt(props[0].RowsTrade, 8)
 	// Exact up to the bins' width above 32 (the heavy customers' 300 orders
@@ -197,6 +213,9 @@ func TestBoundsExact(t *testing.T) {
 	if o.MaxRowsPerUnit != int64(props[0].MaxRows.Bound) || o.Bias == nil || o.Bias.Measured != conf.BiasExact ||
 		o.Bias.RowsDropped == nil || math.Abs(*o.Bias.RowsDropped-props[0].MaxRows.DroppedShare) > 1e-4 {
 		t.Errorf("written table %+v, bias %+v; want max_rows_per_unit %v and its bias", o, o.Bias, props[0].MaxRows.Bound)
+	}
+	if _, ok := o.Bias.GroupsDropped["channel"]; !ok {
+		t.Errorf("written groups_dropped %v lacks channel", o.Bias.GroupsDropped)
 	}
 	if a := o.Columns["amount"]; a.Bias == nil || a.Bias.SumClamped == nil || *a.Upper != props[0].Columns[0].Chosen.Bound {
 		t.Errorf("written amount %+v, want the proposed bounds and their bias", a)

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/dpproxy/dpproxy/bounds"
@@ -13,7 +14,7 @@ import (
 )
 
 const boundsUsage = `usage:
-  dpproxy bounds [-config FILE] [-epsilon EPS | -exact] [-write] [TABLE]
+  dpproxy bounds [-config FILE] [-epsilon EPS | -exact] [-write] [-group-by COLS] [TABLE]
       measures each private table (or TABLE) and proposes max_rows_per_unit,
       max_groups_per_unit and clamping bounds, with the bias each candidate
       causes next to the noise it costs at the default ε.
@@ -22,6 +23,8 @@ const boundsUsage = `usage:
   -exact        no noise and no charge: the figures are NOT protected
   -write        write the proposed bounds and their bias into FILE
                 (comments and key order are kept)
+  -group-by COLS  also measure groups per unit of these columns (comma-
+                separated, [table.]column), e.g. keys without public_values
   -group-share G  price each candidate on an aggregate over a group holding
                 a share G of the rows (default 0.1): its bias there against
                 its noise; the proposal minimizes their sum
@@ -35,6 +38,7 @@ func boundsCmd(args []string, out io.Writer) error {
 	exact := fs.Bool("exact", false, "measure without noise (unprotected; nothing charged)")
 	write := fs.Bool("write", false, "write the proposal and its bias into the configuration file")
 	groupShare := fs.Float64("group-share", bounds.DefaultGroupShare, "share of a table's rows each candidate is priced on")
+	groupBy := fs.String("group-by", "", "further columns (comma-separated, [table.]column) whose groups per unit to measure")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%v\n%s", err, boundsUsage)
 	}
@@ -53,6 +57,9 @@ func boundsCmd(args []string, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	opts := bounds.Options{Table: fs.Arg(0), Epsilon: *eps, Exact: *exact, GroupShare: *groupShare}
+	if *groupBy != "" {
+		opts.GroupBy = strings.Split(*groupBy, ",")
+	}
 	props, err := bounds.Run(ctx, cfg, opts, out)
 	if err != nil {
 		return err
