@@ -147,6 +147,11 @@ func (s *Spec) biasKnown() string {
 		if b != nil && b.At != "" {
 			how += ", " + b.At
 		}
+		if b != nil && b.Measured == conf.BiasDP {
+			// DP histograms cannot see what a few units do (bounds/hist.go,
+			// Floor): the figures may leave out a few heavy users' rows.
+			how += "; blind to a few heavy users"
+		}
 		w = "(" + how + "): " + strings.Join(known, ", ")
 		if len(unknown) > 0 {
 			w += "; unknown for " + strings.Join(unknown, ", ")

@@ -55,13 +55,13 @@ func TestBiasStated(t *testing.T) {
 		sql, detail, explain string
 	}{
 		{"SELECT count(*) FROM orders",
-			"contribution bounds: ≤8 rows per customer_id; bias (measured with DP, ε=1, 2026-11-24): about 35.9% of the table's rows dropped",
-			"Bias of the contribution bounds (measured with DP, ε=1, 2026-11-24): about 35.9% of the table's rows dropped"},
+			"contribution bounds: ≤8 rows per customer_id; bias (measured with DP, ε=1, 2026-11-24; blind to a few heavy users): about 35.9% of the table's rows dropped",
+			"Bias of the contribution bounds (measured with DP, ε=1, 2026-11-24; blind to a few heavy users): about 35.9% of the table's rows dropped"},
 		{"SELECT region, sum(amount) FROM orders GROUP BY region",
-			"contribution bounds: ≤8 rows per customer_id per group, ≤4 group(s) per customer_id, amount clamped to [0, 500]; bias (measured with DP, ε=1, 2026-11-24): at most 35.9% of the table's rows dropped by the rows bound (all groups together), 0.0% of (customer_id, group) pairs dropped by the groups bound, 0.8% of amount's sum changed by clamping",
+			"contribution bounds: ≤8 rows per customer_id per group, ≤4 group(s) per customer_id, amount clamped to [0, 500]; bias (measured with DP, ε=1, 2026-11-24; blind to a few heavy users): at most 35.9% of the table's rows dropped by the rows bound (all groups together), 0.0% of (customer_id, group) pairs dropped by the groups bound, 0.8% of amount's sum changed by clamping",
 			""},
 		{"SELECT channel, avg(discount) FROM orders GROUP BY channel",
-			"; bias (measured with DP, ε=1, 2026-11-24): at most 35.9% of the table's rows dropped by the rows bound (all groups together); unknown for groups dropped, discount clamping",
+			"; bias (measured with DP, ε=1, 2026-11-24; blind to a few heavy users): at most 35.9% of the table's rows dropped by the rows bound (all groups together); unknown for groups dropped, discount clamping",
 			""},
 	} {
 		s := specOf(t, a, c.sql)
