@@ -218,6 +218,8 @@ type Table struct {
 	// coalition of analysts learns more about its rows than it allows
 	// (budget/tables.go). Only private tables take one.
 	Budget *Budget `yaml:"budget"`
+	// Bias is the measured effect of the bounds (metadata.go), or nil.
+	Bias *TableBias `yaml:"bias,omitempty"`
 }
 
 // QualifiedName is "schema.name".
@@ -238,6 +240,8 @@ type Column struct {
 	// PublicValuesYAML is public_values as written: a list, or
 	// {table, column}.
 	PublicValuesYAML PublicValuesYAML `yaml:"public_values,omitempty"`
+	// Bias is the measured effect of clamping (metadata.go), or nil.
+	Bias *ColumnBias `yaml:"bias,omitempty"`
 }
 
 // HasBounds reports whether both clamping bounds are set.
@@ -403,6 +407,8 @@ func (c *Config) validate(getenv func(string) string) error {
 			p.add(key+".name", "missing")
 		} else if seen[u.Name] {
 			p.add(key+".name", "duplicate analyst %q", u.Name)
+		} else if strings.HasPrefix(u.Name, "@") {
+			p.add(key+".name", "%q: names starting with @ are the ledger's own (@operator records what operator tools spend)", u.Name)
 		}
 		seen[u.Name] = true
 		if c.Auth.Method != AuthTrust {
@@ -509,7 +515,7 @@ func (c *Config) validate(getenv func(string) string) error {
 
 func validateTable(p *problems, key string, t *Table) {
 	if t.Public {
-		if t.PrivacyUnit != "" || len(t.Columns) > 0 || t.MaxGroupsPerUnit != 0 || t.MaxRowsPerUnit != 0 {
+		if t.PrivacyUnit != "" || len(t.Columns) > 0 || t.MaxGroupsPerUnit != 0 || t.MaxRowsPerUnit != 0 || t.Bias != nil {
 			p.add(key, "a public table takes no privacy_unit, bounds or columns")
 		}
 		if t.Budget != nil {
@@ -570,7 +576,9 @@ func validateTable(p *problems, key string, t *Table) {
 		if !col.HasBounds() && col.PublicValues == nil && col.PublicValuesFrom == nil && col.Lower == nil {
 			p.add(ck, "give lower and upper, or public_values")
 		}
+		validateColumnBias(p, ck, col)
 	}
+	validateTableBias(p, key, t)
 	t.Columns = cols
 	t.PrivacyUnit = strings.ToLower(t.PrivacyUnit)
 }

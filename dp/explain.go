@@ -78,6 +78,7 @@ func (s *Spec) ExplainSpec(names []string) []string {
 
 	add("DP query over %s, privacy unit %s, mechanism %s", plan.Table.QualifiedName(), plan.Table.PrivacyUnit, s.mech.Name())
 	add("Contribution bounds: at most %d rows per unit per group, at most %d group(s) per unit", plan.MaxRows, plan.MaxGroups)
+	lines = append(lines, s.explainBias())
 	shares := len(plan.Aggregates)
 	if plan.PartitionSelection {
 		shares++

@@ -24,6 +24,9 @@ type Answer struct {
 	Rows    [][][]byte // text format, one value per output column
 	Charged sensitivity.Share
 	Bounds  string // the per-column error bounds, for the NOTICE
+	// Detail is the contribution bounds and their known bias, for the
+	// NOTICE's DETAIL (BiasText).
+	Detail string
 }
 
 // Group is one result row of the rewritten query, parsed.
@@ -132,7 +135,7 @@ func (s *Spec) Release(cols []Column, rows [][][]byte) (*Answer, error) {
 	for i, c := range cols {
 		names[i] = c.Name
 	}
-	a := &Answer{Charged: s.total, Bounds: s.Bounds(names)}
+	a := &Answer{Charged: s.total, Bounds: s.Bounds(names), Detail: s.BiasText()}
 	for _, r := range out {
 		a.Rows = append(a.Rows, r.vals)
 	}

@@ -39,6 +39,7 @@ type storedAnswer struct {
 	Epsilon float64       `json:"epsilon"`
 	Delta   float64       `json:"delta"`
 	Bounds  string        `json:"bounds"`
+	Detail  string        `json:"detail,omitempty"`
 }
 
 type storedField struct {
@@ -53,7 +54,7 @@ type storedField struct {
 
 // encodeAnswer serializes a released answer for the ledger.
 func encodeAnswer(a *answer) ([]byte, error) {
-	s := storedAnswer{V: answerVersion, Rows: a.rows, Epsilon: a.charged.Epsilon, Delta: a.charged.Delta, Bounds: a.bounds}
+	s := storedAnswer{V: answerVersion, Rows: a.rows, Epsilon: a.charged.Epsilon, Delta: a.charged.Delta, Bounds: a.bounds, Detail: a.detail}
 	for _, f := range a.fields {
 		s.Fields = append(s.Fields, storedField{
 			Name: string(f.Name), TableOID: f.TableOID, TableAttributeNumber: f.TableAttributeNumber,
@@ -76,7 +77,7 @@ func decodeAnswer(b []byte) (*answer, error) {
 	if s.V != answerVersion {
 		return nil, fmt.Errorf("proxy: stored answer has version %d, want %d", s.V, answerVersion)
 	}
-	a := &answer{rows: s.Rows, charged: sensitivity.Share{Epsilon: s.Epsilon, Delta: s.Delta}, bounds: s.Bounds}
+	a := &answer{rows: s.Rows, charged: sensitivity.Share{Epsilon: s.Epsilon, Delta: s.Delta}, bounds: s.Bounds, detail: s.Detail}
 	for _, f := range s.Fields {
 		a.fields = append(a.fields, pgproto3.FieldDescription{
 			Name: []byte(f.Name), TableOID: f.TableOID, TableAttributeNumber: f.TableAttributeNumber,

@@ -28,6 +28,7 @@ type answer struct {
 	// charged is what the first release cost; a cache hit costs nothing.
 	charged sensitivity.Share
 	bounds  string // the per-column error bounds, for the NOTICE
+	detail  string // the contribution bounds and their bias, the NOTICE's DETAIL
 	// notBefore is when the first asker got it (clock.go): a repeat is
 	// not answered earlier.
 	notBefore time.Time
@@ -281,6 +282,7 @@ func (ss *session) unionResult(ctx context.Context, st *rewrite.Statement, p *pa
 		return nil, err
 	}
 	a.bounds = u.Bounds(names)
+	a.detail = u.BiasText()
 
 	// Stored before anyone sees it (a free answer draws no noise).
 	if claim != nil {
@@ -446,6 +448,7 @@ func (ss *session) answerResult(a *answer, cached bool, spend budget.Spend) *res
 	if !ss.notices {
 		return r
 	}
+	r.noticeDetail = a.detail
 	if cached {
 		r.notice = dp.NoticeText(a.bounds, true, 0, 0, 0, 0)
 	} else {

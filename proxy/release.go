@@ -43,5 +43,5 @@ func release(plan *rewrite.Plan, spec *dp.Spec, fields []pgproto3.FieldDescripti
 	if err != nil {
 		return nil, err
 	}
-	return &answer{fields: fields, rows: a.Rows, charged: a.Charged, bounds: a.Bounds}, nil
+	return &answer{fields: fields, rows: a.Rows, charged: a.Charged, bounds: a.Bounds, detail: a.Detail}, nil
 }

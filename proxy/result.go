@@ -34,7 +34,9 @@ type result struct {
 	notice string // sent after CommandComplete when set
 	empty  bool   // an empty query string
 
-	noticeDetail string // the NOTICE's DETAIL (tables.go: the budget)
+	// noticeDetail is the notice's DETAIL: the contribution bounds and
+	// their bias (bounds metadata), then the budget (tables.go); "" for none.
+	noticeDetail string
 }
 
 // textResult builds a small result from strings.

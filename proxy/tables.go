@@ -66,7 +66,7 @@ func spendText(sp budget.Spend) string {
 		", remaining ε=" + formatNum(sp.EpsilonRemaining()) + " δ=" + formatNum(sp.DeltaRemaining())
 }
 
-// withBudgetDetail adds to r's NOTICE the DETAIL of a charged answer: the
+// withBudgetDetail adds to r's NOTICE's DETAIL, after the bounds' line, the
 // analyst's spent and remaining (ε, δ) under the configured accounting
 // and how many more queries like this one fit (the claim counted them
 // after the charge: budget.Claim.Fits).
@@ -74,7 +74,11 @@ func withBudgetDetail(r *result, spend budget.Spend, cl *budget.Claim) *result {
 	if r.notice == "" || cl == nil {
 		return r
 	}
-	r.noticeDetail = "budget (" + spend.Accounting + " accounting): " + spendText(spend) + "; " + fitsText(cl.Fits(), true)
+	budget := "budget (" + spend.Accounting + " accounting): " + spendText(spend) + "; " + fitsText(cl.Fits(), true)
+	if r.noticeDetail != "" { // the contribution bounds and their bias (answerResult)
+		budget = r.noticeDetail + "\n" + budget
+	}
+	r.noticeDetail = budget
 	return r
 }
 

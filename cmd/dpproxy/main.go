@@ -32,6 +32,8 @@ const usage = `usage:
   dpproxy check-config -config FILE  validate the configuration and the upstream schema
   dpproxy budget [-config FILE] list|show USER|grant USER EPS DELTA
                                      operator view of the budget ledger (grants are audited)
+  dpproxy bounds [-config FILE] [-epsilon EPS | -exact] [-write] [-group-by COLS] [TABLE]
+                                     measure the data, propose contribution bounds and their bias
   dpproxy demo [-listen ADDR]        run on a throwaway PostgreSQL with sample data
                                      (DPPROXY_UPSTREAM=URL uses an existing database instead)
 `
@@ -51,6 +53,8 @@ func main() {
 		err = runDemo(os.Args[2:])
 	case "budget":
 		err = budgetCmd(os.Args[2:], os.Stdout)
+	case "bounds":
+		err = boundsCmd(os.Args[2:], os.Stdout)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return
