@@ -884,6 +884,28 @@ func testCheckConfig(t *testing.T, bin string) {
 		)
 	})
 
+	// A mistyped key and problems upstream come back in one run, each
+	// with its line and key path (issue 17).
+	t.Run("file and schema problems in one run", func(t *testing.T) {
+		tables := `  public.orders:
+    privacy_unit: buyer_id
+    max_rows_per_unt: 3
+    columns:
+      amount: {lower: 0, upper: 500}
+  public.no_such_table: {public: true}`
+		code, out := runCheckConfig(t, bin, upstream, ledger, tables)
+		if code != 1 {
+			t.Fatalf("exit %d, want 1:\n%s", code, out)
+		}
+		wantAll(t, out,
+			"configuration is invalid",
+			"dpproxy.yaml:11: tables.public.orders.max_rows_per_unt: unknown key (did you mean tables.public.orders.max_rows_per_unit?)",
+			"found 2 problem(s) with the upstream",
+			`dpproxy.yaml:10: tables.public.orders.privacy_unit: column "buyer_id" does not exist in public.orders`,
+			"dpproxy.yaml:14: tables.public.no_such_table: no such table or view public.no_such_table",
+		)
+	})
+
 	t.Run("writable role", func(t *testing.T) {
 		grant(t, "GRANT INSERT, DELETE ON public.orders TO "+role, "REVOKE INSERT, DELETE ON public.orders FROM "+role)
 		grant(t, "GRANT UPDATE ON public.customers TO "+role, "REVOKE UPDATE ON public.customers FROM "+role)

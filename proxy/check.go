@@ -77,11 +77,7 @@ func (c *checker) say(format string, args ...any) {
 }
 
 func (c *checker) problem(key, format string, args ...any) {
-	path := c.cfg.Path
-	if path == "" {
-		path = "config"
-	}
-	c.problems = append(c.problems, fmt.Errorf("%s: %s: %s", path, key, fmt.Sprintf(format, args...)))
+	c.problems = append(c.problems, fmt.Errorf("%s: %s: %s", c.cfg.Where(key), key, fmt.Sprintf(format, args...)))
 }
 
 // fail records a catalog query that failed: the check cannot go on

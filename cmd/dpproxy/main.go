@@ -192,27 +192,44 @@ func checkConfig(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("check-config", flag.ExitOnError)
 	path := fs.String("config", "dpproxy.yaml", "configuration file")
 	fs.Parse(args)
-	cfg, err := conf.Load(*path)
-	if err != nil {
-		return fmt.Errorf("configuration is invalid:\n%w", err)
+	cfg, fileErr := conf.LoadAll(*path)
+	if cfg == nil {
+		return fmt.Errorf("configuration is invalid:\n%w", fileErr)
 	}
-	fmt.Fprintf(out, "%s: the file is valid: listen %s, auth %s, %d analysts, %d tables, mechanism %s, ε=%v per query (max %v), δ=%v\n",
-		*path, cfg.Listen, cfg.Auth.Method, len(cfg.Auth.Users), len(cfg.Tables), cfg.Privacy.Mechanism, cfg.Privacy.Epsilon, cfg.Privacy.MaxEpsilonPerQuery, cfg.Privacy.Delta)
+	if fileErr != nil {
+		// Check the upstream too, so that every problem shows in one run.
+		fmt.Fprintf(out, "%s: the file has %d problem(s), listed below; checking the upstream as far as the file allows\n", *path, countErrs(fileErr))
+		if cfg.Upstream == "" {
+			return fmt.Errorf("configuration is invalid:\n%w", fileErr)
+		}
+	} else {
+		fmt.Fprintf(out, "%s: the file is valid: listen %s, auth %s, %d analysts, %d tables, mechanism %s, ε=%v per query (max %v), δ=%v\n",
+			*path, cfg.Listen, cfg.Auth.Method, len(cfg.Auth.Users), len(cfg.Tables), cfg.Privacy.Mechanism, cfg.Privacy.Epsilon, cfg.Privacy.MaxEpsilonPerQuery, cfg.Privacy.Delta)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	report, err := proxy.CheckSchema(ctx, cfg)
 	for _, line := range report {
 		fmt.Fprintln(out, "  "+line)
 	}
-	if err != nil {
-		n := 1
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			n = len(j.Unwrap())
-		}
-		return fmt.Errorf("check-config found %d problem(s) with the upstream:\n%w", n, err)
+	switch {
+	case fileErr != nil && err != nil:
+		return fmt.Errorf("configuration is invalid:\n%w\ncheck-config found %d problem(s) with the upstream:\n%w", fileErr, countErrs(err), err)
+	case fileErr != nil:
+		return fmt.Errorf("configuration is invalid:\n%w", fileErr)
+	case err != nil:
+		return fmt.Errorf("check-config found %d problem(s) with the upstream:\n%w", countErrs(err), err)
 	}
 	fmt.Fprintln(out, "OK: the upstream matches the configuration")
 	return nil
+}
+
+// countErrs counts the problems an errors.Join holds.
+func countErrs(err error) int {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return len(j.Unwrap())
+	}
+	return 1
 }
 
 func runDemo(args []string) error {
