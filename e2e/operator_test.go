@@ -943,7 +943,7 @@ func testCheckConfig(t *testing.T, bin string) {
 		addr := ln.Addr().String()
 		ln.Close() // nothing listens there now
 		code, out := runCheckConfig(t, bin, "postgres://nobody:hunter2-pw@"+addr+"/x?sslmode=disable&connect_timeout=5", ledger, goodTables)
-		if code != 1 || !strings.Contains(out, "upstream: cannot connect with the configured URL") {
+		if code != 1 || !strings.Contains(out, "upstream: cannot connect to "+addr+" (database x, user nobody): connection refused") {
 			t.Errorf("exit %d, want 1 and a connection problem:\n%s", code, out)
 		}
 		if strings.Contains(out, "hunter2-pw") {
@@ -959,7 +959,7 @@ func testCheckConfig(t *testing.T, bin string) {
 		addr := ln.Addr().String()
 		ln.Close()
 		code, out := runCheckConfig(t, bin, upstream, "postgres://nobody:hunter3-pw@"+addr+"/x?sslmode=disable&connect_timeout=5", goodTables)
-		if code != 1 || !strings.Contains(out, "ledger_upstream: cannot connect with the configured URL") {
+		if code != 1 || !strings.Contains(out, "ledger_upstream: cannot connect to "+addr+" (database x, user nobody): connection refused") {
 			t.Errorf("exit %d, want 1 and a connection problem:\n%s", code, out)
 		}
 		if !strings.Contains(out, "public.orders: private") {

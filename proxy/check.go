@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dpproxy/dpproxy/conf"
 )
@@ -36,9 +37,9 @@ const maxListed = 10
 func CheckSchema(ctx context.Context, cfg *conf.Config) (report []string, err error) {
 	conn, err := pgx.Connect(ctx, cfg.Upstream.Reveal())
 	if err != nil {
-		// The URL may hold a password: never print it or pgx's error (which
-		// can quote it).
-		return nil, errors.New("upstream: cannot connect with the configured URL (is the server running, are host, port, database and credentials right?)")
+		// The URL may hold a password: never print it or pgx's error for
+		// a URL that does not parse (which can quote it).
+		return nil, connectProblem("upstream", err)
 	}
 	defer conn.Close(ctx)
 	c := &checker{cfg: cfg, conn: conn, ledgerConn: conn}
@@ -46,7 +47,7 @@ func CheckSchema(ctx context.Context, cfg *conf.Config) (report []string, err er
 		lconn, err := pgx.Connect(ctx, cfg.LedgerUpstream.Reveal())
 		if err != nil {
 			c.ledgerConn = nil
-			c.problems = append(c.problems, errors.New("ledger_upstream: cannot connect with the configured URL (is the server running, are host, port, database and credentials right?)"))
+			c.problems = append(c.problems, connectProblem("ledger_upstream", err))
 		} else {
 			defer lconn.Close(ctx)
 			c.ledgerConn = lconn
@@ -54,6 +55,16 @@ func CheckSchema(ctx context.Context, cfg *conf.Config) (report []string, err er
 	}
 	c.run(ctx)
 	return c.report, errors.Join(c.problems...)
+}
+
+// connectProblem names why key's URL could not connect (ConnectFailure),
+// or only that it does not parse.
+func connectProblem(key string, err error) error {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		return fmt.Errorf("%s: cannot connect with the configured URL: it is not a valid postgres:// URL or DSN", key)
+	}
+	return ConnectFailure(key, err)
 }
 
 type checker struct {

@@ -130,7 +130,10 @@ func serve(args []string) error {
 func run(ctx context.Context, cfg *conf.Config, log *slog.Logger, ready func(addr string)) error {
 	srv, err := proxy.New(ctx, cfg, proxy.Options{Logger: log})
 	if err != nil {
-		return err
+		// pgx's text of a failed connection starts with its first
+		// attempt's error (with sslmode=prefer, "tls error: server
+		// refused TLS connection"): name the real cause instead.
+		return proxy.ExplainConnectErrors(err)
 	}
 	defer srv.Close()
 	ln, err := net.Listen("tcp", cfg.Listen)

@@ -1,0 +1,162 @@
+package e2e
+
+// An operator's first hour (issue 17): what check-config and serve say
+// when the upstream cannot be reached or does not match the file.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dpproxy/dpproxy/internal/pgtest"
+)
+
+// passwordServer starts a throwaway PostgreSQL that asks every role but
+// postgres for a password (scram-sha-256), with a role fh_user whose
+// password is fh-right-pw and a database fh_db.
+func passwordServer(t *testing.T) *pgtest.Server {
+	t.Helper()
+	pg := pgtest.StartTB(t, pgtest.Options{})
+	c, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	for _, stmt := range []string{
+		"CREATE ROLE fh_user LOGIN PASSWORD 'fh-right-pw'",
+		"CREATE DATABASE fh_db OWNER fh_user",
+	} {
+		if _, err := c.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	hba := filepath.Join(pg.Dir, "data", "pg_hba.conf")
+	fi, err := os.Stat(hba)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := "local all all trust\nhost all postgres 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 scram-sha-256\n"
+	if err := os.WriteFile(hba, []byte(rules), fi.Mode().Perm()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		t.Fatal(err)
+	}
+	// The reload is asynchronous: wait until a wrong password is refused.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		bad, err := pgx.Connect(ctx, fmt.Sprintf("postgres://fh_user:wrong@127.0.0.1:%d/fh_db?sslmode=disable", pg.Port))
+		if err != nil {
+			break
+		}
+		bad.Close(ctx)
+		if time.Now().After(deadline) {
+			t.Fatal("pg_hba.conf not reloaded")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return pg
+}
+
+// TestConnectionFailuresNameTheirCause: a wrong password, a wrong port, an
+// unknown database and a TLS mismatch each get their own message, with
+// the server's SQLSTATE where the server answered, from check-config and
+// from serve; no attempt's "tls error" line comes before the real cause,
+// and no password is printed.
+func TestConnectionFailuresNameTheirCause(t *testing.T) {
+	pg := passwordServer(t)
+	bin := buildBinary(t, t.TempDir())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	url := func(pw string, port int, db, mode string) string {
+		u := fmt.Sprintf("postgres://fh_user:%s@127.0.0.1:%d/%s?connect_timeout=5", pw, port, db)
+		if mode != "" {
+			u += "&sslmode=" + mode
+		}
+		return u
+	}
+	cases := []struct {
+		name, upstream string
+		want           []string
+	}{
+		{"wrong password", url("fh-wrong-pw", pg.Port, "fh_db", ""),
+			[]string{"cannot connect to 127.0.0.1:" + fmt.Sprint(pg.Port) + " (database fh_db, user fh_user): authentication failed", "(SQLSTATE 28P01)"}},
+		{"wrong port", url("fh-right-pw", closedPort, "fh_db", ""),
+			[]string{"cannot connect to 127.0.0.1:" + fmt.Sprint(closedPort) + " (database fh_db, user fh_user): connection refused"}},
+		{"unknown database", url("fh-right-pw", pg.Port, "fh_nodb", ""),
+			[]string{"unknown database: database \"fh_nodb\" does not exist (SQLSTATE 3D000)"}},
+		{"TLS required", url("fh-right-pw", pg.Port, "fh_db", "require"),
+			[]string{"TLS: the server does not accept TLS connections"}},
+	}
+	for _, c := range cases {
+		t.Run("check-config/"+c.name, func(t *testing.T) {
+			code, out := runCheckConfig(t, bin, c.upstream, "", goodTables)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1:\n%s", code, out)
+			}
+			checkCause(t, out, append(c.want, "upstream: cannot connect to 127.0.0.1:"))
+		})
+		t.Run("serve/"+c.name, func(t *testing.T) {
+			out := runServeToFailure(t, bin, c.upstream)
+			checkCause(t, out, c.want)
+		})
+	}
+}
+
+func checkCause(t *testing.T, out string, want []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "tls error") && !strings.Contains(want[0], "TLS") {
+		t.Errorf("a misleading TLS line before the cause:\n%s", out)
+	}
+	for _, pw := range []string{"fh-wrong-pw", "fh-right-pw"} {
+		if strings.Contains(out, pw) {
+			t.Errorf("the password %s was printed:\n%s", pw, out)
+		}
+	}
+}
+
+// runServeToFailure runs serve on a configuration with upstream and
+// returns its output; serve must exit 1.
+func runServeToFailure(t *testing.T, bin, upstream string) string {
+	t.Helper()
+	yaml := fmt.Sprintf(`
+listen: 127.0.0.1:0
+upstream: %s
+auth:
+  method: trust
+  users:
+    - {name: someone, budget: {epsilon: 1, delta: 1.0e-6}}
+tables:
+%s
+`, upstream, goodTables)
+	path := filepath.Join(t.TempDir(), "dpproxy.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, bin, "serve", "-config", path).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("serve: %v, want exit 1:\n%s", err, out)
+	}
+	return string(out)
+}
