@@ -7,10 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/proxy"
 )
 
 // passwordServer starts a throwaway PostgreSQL that asks every role but
@@ -159,4 +162,62 @@ tables:
 		t.Fatalf("serve: %v, want exit 1:\n%s", err, out)
 	}
 	return string(out)
+}
+
+// TestServeRefusesAConfigurationTheUpstreamLacks: serve does not start
+// when a configured table, a privacy unit or a configured column does not
+// exist upstream (check-config's catalog check, at start), and says which
+// key and line.
+func TestServeRefusesAConfigurationTheUpstreamLacks(t *testing.T) {
+	base := `
+upstream: UPSTREAM
+auth:
+  method: trust
+  users:
+    - {name: someone, budget: {epsilon: 1, delta: 1.0e-6}}
+tables:
+` + goodTables + "\n"
+	// The shared configuration starts.
+	cfg := configFor(t, base, nil)
+	srv, err := proxy.New(ctx, cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("the demo tables' configuration does not start: %v", err)
+	}
+	srv.Close()
+	for _, c := range []struct{ name, from, to, want string }{
+		{"table", "tables:\n", "tables:\n  public.fh_no_table: {privacy_unit: id}\n",
+			"tables.public.fh_no_table: no such table or view public.fh_no_table"},
+		{"privacy unit", "privacy_unit: customer_id", "privacy_unit: fh_buyer",
+			`tables.public.orders.privacy_unit: column "fh_buyer" does not exist in public.orders`},
+		{"bounded column", "amount: {lower: 0, upper: 500}", "amount: {lower: 0, upper: 500}\n" + indentOf(base, "amount:") + "fh_cost: {lower: 0, upper: 5}",
+			"tables.public.orders.columns.fh_cost: column does not exist in public.orders"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if !strings.Contains(base, c.from) {
+				t.Fatalf("test setup: %q not in the configuration", c.from)
+			}
+			cfg := configFor(t, strings.Replace(base, c.from, c.to, 1), nil)
+			srv, err := proxy.New(ctx, cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler)})
+			if err == nil {
+				srv.Close()
+				t.Fatalf("serve started with its %s missing upstream", c.name)
+			}
+			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "does not match the upstream") {
+				t.Errorf("error %q lacks %q", err, c.want)
+			}
+			if !regexp.MustCompile(`\.yaml:\d+: tables\.`).MatchString(err.Error()) {
+				t.Errorf("error %q names no line", err)
+			}
+		})
+	}
+}
+
+// indentOf returns the leading spaces of the line of yaml holding key.
+func indentOf(yaml, key string) string {
+	for _, l := range strings.Split(yaml, "\n") {
+		if t := strings.TrimLeft(l, " "); strings.HasPrefix(t, key) {
+			return l[:len(l)-len(t)]
+		}
+	}
+	return ""
 }
