@@ -221,3 +221,77 @@ func indentOf(yaml, key string) string {
 	}
 	return ""
 }
+
+// TestServerPathsNeverShown: with a superuser upstream (the worst case:
+// PostgreSQL itself would show it everything), no spelling of a read of
+// the server's settings through the proxy shows the server's file paths:
+// SHOW ALL and SHOW of a path are refused, current_setting of one is
+// refused, and pg_settings and the like show no row holding one. The
+// allowlist of readable settings (rewrite.readableSettings) decides for
+// every spelling.
+func TestServerPathsNeverShown(t *testing.T) {
+	admin := direct(t)
+	var paths []string
+	for _, name := range []string{"data_directory", "config_file", "hba_file", "ident_file"} {
+		var v string
+		if err := admin.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, v)
+	}
+	cfg := configFor(t, `
+upstream: `+env.upstream+clientDatabases+`
+auth:
+  method: trust
+  users:
+    - {name: fh_super, budget: {epsilon: 1, delta: 1.0e-6}}
+tables:
+`+goodTables+"\n", nil)
+	_, addr, _ := startProxyWith(t, cfg)
+	queries := []string{
+		"SHOW ALL", "SHOW data_directory", "SHOW config_file", "SHOW hba_file", "SHOW ident_file",
+		`SHOW "data_directory"`, "SHOW DATA_DIRECTORY", "SHOW log_directory",
+		"SELECT current_setting('data_directory')", "SELECT pg_catalog.current_setting('config_file', true)",
+		"SELECT current_setting('hba_file', false)", "SELECT current_setting(lower('IDENT_FILE'))",
+		"SELECT name, setting, reset_val, boot_val, sourcefile FROM pg_settings",
+		"SELECT * FROM pg_catalog.pg_settings WHERE name = 'data_directory'",
+		"SELECT * FROM pg_show_all_settings()", "SELECT * FROM pg_file_settings", "SELECT * FROM pg_hba_file_rules",
+		"SELECT * FROM pg_ident_file_mappings", "SELECT * FROM pg_config", "SELECT pg_current_logfile()",
+		"SELECT * FROM pg_ls_dir('.')", "SELECT pg_read_file('postgresql.conf')",
+		"SELECT string_agg(setting, ',') FROM pg_settings",
+		"SELECT set_config('application_name', current_setting('data_directory'), false)",
+	}
+	for _, m := range attackModes {
+		t.Run(m.name, func(t *testing.T) {
+			conn := connectAt(t, addr, "fh_super", "", m.mode)
+			for _, q := range queries {
+				var out strings.Builder
+				rows, err := conn.Query(ctx, q)
+				if err == nil {
+					for rows.Next() {
+						vals, _ := rows.Values()
+						fmt.Fprintln(&out, vals...)
+					}
+					rows.Close()
+					err = rows.Err()
+				}
+				if err != nil {
+					fmt.Fprintln(&out, err)
+				}
+				if strings.HasPrefix(q, "SHOW") && err == nil {
+					t.Errorf("%s: not refused:\n%s", q, out.String())
+				}
+				for _, p := range paths {
+					if strings.Contains(out.String(), p) {
+						t.Errorf("%s showed the server path %s:\n%s", q, p, out.String())
+					}
+				}
+			}
+			// What an application needs still answers.
+			var v string
+			if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&v); err != nil || v == "" {
+				t.Errorf("SHOW server_version = %q, %v", v, err)
+			}
+		})
+	}
+}
