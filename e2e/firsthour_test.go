@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -294,4 +295,178 @@ tables:
 			}
 		})
 	}
+}
+
+// TestDemoStopsOnSignals: the demo on its own throwaway PostgreSQL stops
+// cleanly, removing the server and its directory, on a terminal's Ctrl-C
+// (SIGINT to the whole process group, the server's own group excepted)
+// and on a SIGTERM to the "go run" process that started it (which dies
+// without passing the signal on).
+func TestDemoStopsOnSignals(t *testing.T) {
+	if _, err := pgtest.FindBinaries(); err != nil {
+		t.Skipf("no PostgreSQL binaries: %v", err)
+	}
+	bin := buildBinary(t, t.TempDir())
+	t.Run("Ctrl-C", func(t *testing.T) {
+		cmd := exec.Command(bin, "demo", "-listen", "127.0.0.1:0")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		d := startDemo(t, cmd)
+		pg := d.postgres(t, cmd.Process.Pid)
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		d.waitExit(t, cmd)
+		d.checkGone(t, pg)
+	})
+	t.Run("SIGTERM to go run", func(t *testing.T) {
+		cmd := exec.Command("go", "run", "./cmd/dpproxy", "demo", "-listen", "127.0.0.1:0")
+		cmd.Dir = ".."
+		cmd.WaitDelay = time.Second // the demo, not go, holds its output open
+		d := startDemo(t, cmd)
+		demoPid := childOf(t, cmd.Process.Pid, "dpproxy")
+		pg := d.postgres(t, demoPid)
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Wait() // go itself dies of the signal
+		deadline := time.Now().Add(time.Minute)
+		for alive(demoPid) {
+			if time.Now().After(deadline) {
+				syscall.Kill(demoPid, syscall.SIGKILL)
+				t.Fatalf("the demo (pid %d) still runs a minute after go run was terminated; stdout:\n%s", demoPid, d.out.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		d.checkGone(t, pg)
+		if !strings.Contains(d.out.String(), "The throwaway PostgreSQL is stopped") {
+			t.Errorf("the demo did not stop cleanly; stdout:\n%s\nstderr:\n%s", d.out.String(), d.errs.String())
+		}
+	})
+}
+
+type runningDemo struct {
+	out, errs *syncBuffer
+}
+
+type demoServer struct {
+	pid int
+	dir string
+}
+
+// startDemo starts cmd and waits until the demo has printed its tour.
+func startDemo(t *testing.T, cmd *exec.Cmd) *runningDemo {
+	t.Helper()
+	d := &runningDemo{out: &syncBuffer{}, errs: &syncBuffer{}}
+	cmd.Stdout, cmd.Stderr = d.out, d.errs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	deadline := time.Now().Add(3 * time.Minute)
+	for !strings.Contains(d.out.String(), "Press Ctrl-C") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the demo did not get ready; stdout:\n%s\nstderr:\n%s", d.out.String(), d.errs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return d
+}
+
+// postgres finds the demo's throwaway server: the postgres child of pid.
+func (d *runningDemo) postgres(t *testing.T, pid int) demoServer {
+	t.Helper()
+	pg := childOf(t, pid, "postgres")
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(string(cmdline), "\x00")
+	for i, a := range args {
+		if a == "-D" && i+1 < len(args) {
+			return demoServer{pid: pg, dir: filepath.Dir(args[i+1])}
+		}
+	}
+	t.Fatalf("no -D in postgres's command line %q", args)
+	return demoServer{}
+}
+
+func (d *runningDemo) waitExit(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("demo exited with %v; stdout:\n%s\nstderr:\n%s", err, d.out.String(), d.errs.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the demo did not exit within a minute")
+	}
+	if d.errs.String() != "" {
+		t.Errorf("the demo complained while stopping:\n%s", d.errs.String())
+	}
+}
+
+// checkGone: the server process has exited and its directory is removed.
+func (d *runningDemo) checkGone(t *testing.T, pg demoServer) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for alive(pg.pid) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if alive(pg.pid) {
+		syscall.Kill(pg.pid, syscall.SIGKILL)
+		t.Errorf("the demo's PostgreSQL (pid %d) is still running", pg.pid)
+	}
+	if _, err := os.Stat(pg.dir); err == nil {
+		os.RemoveAll(pg.dir)
+		t.Errorf("the demo's PostgreSQL directory %s is left behind", pg.dir)
+	}
+}
+
+// childOf returns the pid of the child of ppid whose command name is comm,
+// waiting for it up to a minute.
+func childOf(t *testing.T, ppid int, comm string) int {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			var pid int
+			if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+				continue
+			}
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				continue
+			}
+			// pid (comm) state ppid ...
+			s := string(b)
+			open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+			if open < 0 || end < open {
+				continue
+			}
+			var state string
+			var parent int
+			fmt.Sscanf(s[end+2:], "%s %d", &state, &parent)
+			if parent == ppid && s[open+1:end] == comm {
+				return pid
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s child of pid %d", comm, ppid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid runs (a zombie does not).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	end := strings.LastIndexByte(s, ')')
+	return end < 0 || len(s) < end+3 || s[end+2] != 'Z'
 }

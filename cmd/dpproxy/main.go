@@ -4,6 +4,7 @@
 //	dpproxy serve -config dpproxy.yaml     run the proxy
 //	dpproxy check-config -config FILE      validate a configuration against its upstream
 //	dpproxy demo                           run on a throwaway database with sample data
+//	dpproxy version                        print the build's version and revision
 package main
 
 import (
@@ -34,6 +35,7 @@ const usage = `usage:
                                      operator view of the budget ledger (grants are audited)
   dpproxy demo [-listen ADDR]        run on a throwaway PostgreSQL with sample data
                                      (DPPROXY_UPSTREAM=URL uses an existing database instead)
+  dpproxy version                    the version, VCS revision and Go version of this build
 `
 
 func main() {
@@ -51,6 +53,8 @@ func main() {
 		err = runDemo(os.Args[2:])
 	case "budget":
 		err = budgetCmd(os.Args[2:], os.Stdout)
+	case "version", "-version", "--version":
+		err = versionCmd(os.Stdout)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -245,6 +249,7 @@ func runDemo(args []string) error {
 	log := logger(conf.Log{Format: "text", Level: "warn"})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	stopWithParent() // after NotifyContext: the signal must find the handler
 
 	upstream := os.Getenv("DPPROXY_UPSTREAM")
 	if upstream == "" {
