@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/proxy"
@@ -469,4 +471,43 @@ func alive(pid int) bool {
 	s := string(b)
 	end := strings.LastIndexByte(s, ')')
 	return end < 0 || len(s) < end+3 || s[end+2] != 'Z'
+}
+
+// TestRefusalLogsItsTrueDuration: the log line of a statement refused by
+// the analysis gives the time from the query's arrival to the refusal,
+// not the time since the refusal (which was about zero whatever the
+// analysis took), in the simple and the extended protocol.
+func TestRefusalLogsItsTrueDuration(t *testing.T) {
+	var logs syncBuffer
+	_, addr := operatorProxy(t, &logs)
+	conn, _ := noticeConn(t, addr, "op_logs")
+	for i, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec} {
+		// A long IN list makes the analysis (parsing) take a while before
+		// the refusal: SELECT secret reads individual rows.
+		var b strings.Builder
+		fmt.Fprintf(&b, "SELECT secret FROM op_secrets WHERE score IN (%d", i)
+		for v := 1; v < 15000; v++ {
+			fmt.Fprintf(&b, ", %d", v)
+		}
+		b.WriteString(")")
+		began := time.Now()
+		_, err := conn.Exec(ctx, b.String(), mode)
+		roundTrip := time.Since(began)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+			t.Fatalf("mode %v: %v, want a 42501 refusal", mode, err)
+		}
+		var logged time.Duration
+		for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "query" && m["code"] == "42501" && m["kind"] == "analysis" {
+				d, _ := m["duration"].(float64)
+				logged = time.Duration(d)
+			}
+		}
+		t.Logf("mode %v: round trip %v, logged %v", mode, roundTrip, logged)
+		if logged < roundTrip/3 || logged > roundTrip {
+			t.Errorf("mode %v: the refusal's logged duration is %v for a round trip of %v", mode, logged, roundTrip)
+		}
+	}
 }
