@@ -862,6 +862,21 @@ func testCheckConfig(t *testing.T, bin string) {
 			"REVOKE CREATE ON DATABASE "+db+" FROM PUBLIC, "+role)
 	})
 
+	t.Run("ledger role may still create schemas", func(t *testing.T) {
+		db := strings.TrimPrefix(mustURL(t, env.upstream).Path, "/")
+		code, out := runCheckConfig(t, bin, upstream, ledger, goodTables)
+		if code != 0 || strings.Contains(out, "can still CREATE") {
+			t.Fatalf("exit %d and a CREATE warning without the grant:\n%s", code, out)
+		}
+		grant(t, "GRANT CREATE ON DATABASE "+db+" TO "+ledgerRole, "REVOKE CREATE ON DATABASE "+db+" FROM "+ledgerRole)
+		code, out = runCheckConfig(t, bin, upstream, ledger, goodTables)
+		if code != 0 {
+			t.Fatalf("exit %d, want 0 (a warning):\n%s", code, out)
+		}
+		wantAll(t, out, "warning: ledger_upstream: role "+ledgerRole+" can still CREATE schemas in the database: the ledger exists",
+			"REVOKE CREATE ON DATABASE "+db+" FROM "+ledgerRole)
+	})
+
 	t.Run("schema problems are all listed", func(t *testing.T) {
 		// Literal, not from testconf: this broken file is what check-config is tested on.
 		tables := `  public.orders:

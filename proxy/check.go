@@ -423,6 +423,17 @@ func (c *checker) ledger(ctx context.Context) {
 		return
 	}
 	c.say("ledger: schema dpproxy, %d analysts recorded; role %s can charge it", analysts, role)
+	// CREATE on the database let the ledger role make schema dpproxy;
+	// with the ledger made, it only widens what that role could do.
+	var create bool
+	if err := c.ledgerConn.QueryRow(ctx, `SELECT has_database_privilege(current_database(), 'CREATE')`).Scan(&create); err != nil {
+		c.fail("reading the ledger role's privileges on the database", err)
+		return
+	}
+	if create && !c.ledgerSuper && !c.cfg.SharedLedger() {
+		c.say("warning: %s: role %s can still CREATE schemas in the database: the ledger exists, so it no longer needs to (REVOKE CREATE ON DATABASE %s FROM %s; a database owner has it)",
+			key, role, quoteIdent(c.db), quoteIdent(role))
+	}
 }
 
 // listed joins up to maxListed items, saying how many more there are.
