@@ -426,13 +426,14 @@ func (c *checker) ledger(ctx context.Context) {
 	// CREATE on the database let the ledger role make schema dpproxy;
 	// with the ledger made, it only widens what that role could do.
 	var create bool
-	if err := c.ledgerConn.QueryRow(ctx, `SELECT has_database_privilege(current_database(), 'CREATE')`).Scan(&create); err != nil {
+	var db string
+	if err := c.ledgerConn.QueryRow(ctx, `SELECT has_database_privilege(current_database(), 'CREATE'), current_database()`).Scan(&create, &db); err != nil {
 		c.fail("reading the ledger role's privileges on the database", err)
 		return
 	}
 	if create && !c.ledgerSuper && !c.cfg.SharedLedger() {
 		c.say("warning: %s: role %s can still CREATE schemas in the database: the ledger exists, so it no longer needs to (REVOKE CREATE ON DATABASE %s FROM %s; a database owner has it)",
-			key, role, quoteIdent(c.db), quoteIdent(role))
+			key, role, quoteIdent(db), quoteIdent(role))
 	}
 }
 
