@@ -284,7 +284,7 @@ func ParseAll(path string, data []byte, getenv func(string) string) (*Config, er
 			if u.suggest != "" {
 				msg += fmt.Sprintf(" (did you mean %s?)", join(u.path, u.suggest))
 			}
-			p.errs = append(p.errs, errors.New(msg))
+			p.push(u.line, errors.New(msg))
 		}
 		if err := root.Decode(&c); err != nil {
 			var te *yaml.TypeError
@@ -302,7 +302,7 @@ func ParseAll(path string, data []byte, getenv func(string) string) (*Config, er
 	if p.keys != nil {
 		p.keys.nodes = nil // the values, DSNs with passwords among them, are not kept
 	}
-	return &c, errors.Join(p.errs...)
+	return &c, errors.Join(p.sorted()...)
 }
 
 // Where returns "FILE:LINE" of key (a key path such as
@@ -378,17 +378,46 @@ func (c *Config) applyDefaults() {
 
 // problems collects validation errors, each naming file, key and reason.
 type problems struct {
-	path string
-	keys *keyInfo
-	errs []error
+	path  string
+	keys  *keyInfo
+	errs  []error
+	lines []int // of each of errs, 0 when unknown
 }
 
 func (p *problems) add(key, format string, args ...any) {
 	where := p.path
-	if l := p.keys.line(key); l > 0 {
+	l := p.keys.line(key)
+	if l > 0 {
 		where = fmt.Sprintf("%s:%d", p.path, l)
 	}
-	p.errs = append(p.errs, fmt.Errorf("%s: %s: %s", where, key, fmt.Sprintf(format, args...)))
+	p.push(l, fmt.Errorf("%s: %s: %s", where, key, fmt.Sprintf(format, args...)))
+}
+
+// push records a problem found at line (0: none known).
+func (p *problems) push(line int, err error) {
+	p.errs = append(p.errs, err)
+	p.lines = append(p.lines, line)
+}
+
+// sorted returns the problems in the order of their lines in the file,
+// those without a line last.
+func (p *problems) sorted() []error {
+	idx := make([]int, len(p.errs))
+	for i := range idx {
+		idx[i] = i
+	}
+	key := func(i int) int {
+		if p.lines[i] == 0 {
+			return math.MaxInt
+		}
+		return p.lines[i]
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return key(idx[a]) < key(idx[b]) })
+	out := make([]error, len(idx))
+	for i, j := range idx {
+		out[i] = p.errs[j]
+	}
+	return out
 }
 
 // ValidEpsilon reports whether eps is a usable per-query or budget ε:

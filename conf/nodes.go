@@ -236,14 +236,14 @@ func (k *keyInfo) typeErrors(p *problems, te *yaml.TypeError) {
 	for _, msg := range te.Errors {
 		m := yamlLine.FindStringSubmatch(msg)
 		if m == nil {
-			p.errs = append(p.errs, fmt.Errorf("%s: %s", p.path, msg))
+			p.push(0, fmt.Errorf("%s: %s", p.path, msg))
 			continue
 		}
 		line, _ := strconv.Atoi(m[1])
 		if key, ok := k.lineKey[line]; ok {
-			p.errs = append(p.errs, fmt.Errorf("%s:%d: %s: %s", p.path, line, key, m[2]))
+			p.push(line, fmt.Errorf("%s:%d: %s: %s", p.path, line, key, m[2]))
 		} else {
-			p.errs = append(p.errs, fmt.Errorf("%s:%d: %s", p.path, line, m[2]))
+			p.push(line, fmt.Errorf("%s:%d: %s", p.path, line, m[2]))
 		}
 	}
 }

@@ -67,6 +67,15 @@ func TestAllProblemsInOneRun(t *testing.T) {
 			t.Errorf("err lacks %q:\n%v", want, err)
 		}
 	}
+	// In the order of the file's lines, those without a line last.
+	msg, last := err.Error(), -1
+	for _, w := range []string{"good.yaml:3:", "good.yaml:5:", "good.yaml:10:", "good.yaml:15:", "good.yaml: upstream: missing"} {
+		i := strings.Index(msg, w)
+		if i < last {
+			t.Errorf("%q out of order in:\n%s", w, msg)
+		}
+		last = i
+	}
 	// ParseAll keeps what it could read, for check-config's upstream checks.
 	c, err := ParseAll("good.yaml", []byte(bad), env)
 	if err == nil || c == nil || c.Table("public", "orders") == nil {

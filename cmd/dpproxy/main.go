@@ -204,11 +204,11 @@ func checkConfig(args []string, out io.Writer) error {
 		return fmt.Errorf("configuration is invalid:\n%w", fileErr)
 	}
 	if fileErr != nil {
-		// Check the upstream too, so that every problem shows in one run.
-		fmt.Fprintf(out, "%s: the file has %d problem(s), listed below; checking the upstream as far as the file allows\n", *path, countErrs(fileErr))
 		if cfg.Upstream == "" {
 			return fmt.Errorf("configuration is invalid:\n%w", fileErr)
 		}
+		// Check the upstream too, so that every problem shows in one run.
+		fmt.Fprintf(out, "%s: the file has %d problem(s), listed below; checking the upstream as far as the file allows\n", *path, countErrs(fileErr))
 	} else {
 		fmt.Fprintf(out, "%s: the file is valid: listen %s, auth %s, %d analysts, %d tables, mechanism %s, ε=%v per query (max %v), δ=%v\n",
 			*path, cfg.Listen, cfg.Auth.Method, len(cfg.Auth.Users), len(cfg.Tables), cfg.Privacy.Mechanism, cfg.Privacy.Epsilon, cfg.Privacy.MaxEpsilonPerQuery, cfg.Privacy.Delta)
