@@ -1,8 +1,10 @@
 // Package conf loads and validates dpproxy's YAML configuration.
 //
-// Load is strict: unknown keys, missing bounds, privacy units that are not
-// named and ε/δ out of range are all reported at once, each naming the file,
-// the key and the reason. The returned *Config is read-only after Load and is
+// Load is strict: unknown keys (with the nearest known one), values of the
+// wrong type, explicit zeros that would silently mean the default, missing
+// bounds, privacy units that are not named and ε/δ out of range are all
+// reported at once, in the order of the file, each naming the file, the
+// line, the key path and the reason. The returned *Config is read-only after Load and is
 // safe for concurrent use by any number of goroutines.
 package conf
 

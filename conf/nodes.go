@@ -21,11 +21,10 @@ import (
 // "auth.users[0].budget.epsilon" or "tables.Public.Orders.columns.amount"),
 // and the key path of each line's value, for yaml's type errors.
 type keyInfo struct {
-	lines     map[string]int
-	lineKey   map[int]string
-	nodes     map[string]*yaml.Node
-	unknowns  []unknownKey
-	mergeKeys bool
+	lines    map[string]int
+	lineKey  map[int]string
+	nodes    map[string]*yaml.Node
+	unknowns []unknownKey
 }
 
 type unknownKey struct {
@@ -75,8 +74,7 @@ func (k *keyInfo) walk(n *yaml.Node, t reflect.Type, path string) {
 		fields := yamlFields(t)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			kn, vn := n.Content[i], n.Content[i+1]
-			if kn.Value == "<<" {
-				k.mergeKeys = true
+			if kn.Value == "<<" { // a merge key: its mapping's keys are t's
 				k.walk(vn, t, path)
 				continue
 			}
