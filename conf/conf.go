@@ -1,19 +1,21 @@
 // Package conf loads and validates dpproxy's YAML configuration.
 //
-// Load is strict: unknown keys, missing bounds, privacy units that are not
-// named and ε/δ out of range are all reported at once, each naming the file,
-// the key and the reason. The returned *Config is read-only after Load and is
+// Load is strict: unknown keys (with the nearest known one), values of the
+// wrong type, explicit zeros that would silently mean the default, missing
+// bounds, privacy units that are not named and ε/δ out of range are all
+// reported at once, in the order of the file, each naming the file, the
+// line, the key path and the reason. The returned *Config is read-only after Load and is
 // safe for concurrent use by any number of goroutines.
 package conf
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"net"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -126,6 +128,8 @@ type Config struct {
 	Replicas             []Secret      `yaml:"replicas"`
 	ReplicaMaxLag        time.Duration `yaml:"replica_max_lag"`
 	ReplicaCheckInterval time.Duration `yaml:"replica_check_interval"`
+	// keys is what the file said, key by key (lines, keys given).
+	keys *keyInfo
 }
 
 // SharedLedger reports whether the query connections and the ledger use
@@ -286,20 +290,82 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse decodes and validates data as if read from path; getenv resolves
-// password_env (os.Getenv in production).
+// password_env (os.Getenv in production). Every problem is reported at
+// once, each with the file, the line, the key path and the reason; an
+// unknown key comes with the nearest known one.
 func Parse(path string, data []byte, getenv func(string) string) (*Config, error) {
-	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("conf: %s: %w", path, err)
-	}
-	c.Path = path
-	c.applyDefaults()
-	if err := c.validate(getenv); err != nil {
+	c, err := ParseAll(path, data, getenv)
+	if err != nil {
 		return nil, err
 	}
-	return &c, nil
+	return c, nil
+}
+
+// LoadAll is Load that also returns what it could read of an invalid
+// configuration (nil only when the file cannot be read or is not YAML),
+// so that check-config can check the upstream in the same run.
+func LoadAll(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("conf: %w", err)
+	}
+	return ParseAll(path, data, os.Getenv)
+}
+
+// ParseAll is Parse that also returns what it could read of an invalid
+// configuration (nil only when data is not YAML). Such a Config is for
+// reports only: never serve with it.
+func ParseAll(path string, data []byte, getenv func(string) string) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("conf: %s: %w", path, err)
+	}
+	var c Config
+	p := &problems{path: path}
+	if path == "" {
+		p.path = "config"
+	}
+	if root.Kind != 0 {
+		keys := readKeys(&root, reflect.TypeOf(c))
+		p.keys = keys
+		for _, u := range keys.unknowns {
+			msg := fmt.Sprintf("%s:%d: %s: unknown key", p.path, u.line, join(u.path, u.key))
+			if u.suggest != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", join(u.path, u.suggest))
+			}
+			p.push(u.line, errors.New(msg))
+		}
+		if err := root.Decode(&c); err != nil {
+			var te *yaml.TypeError
+			if !errors.As(err, &te) {
+				return nil, fmt.Errorf("conf: %s: %w", path, err)
+			}
+			keys.typeErrors(p, te)
+		}
+	}
+	c.Path = path
+	c.keys = p.keys
+	c.applyDefaults()
+	p.keys.explicitZeros(p, reflect.ValueOf(&c), "")
+	c.validate(p, getenv)
+	if p.keys != nil {
+		p.keys.nodes = nil // the values, DSNs with passwords among them, are not kept
+	}
+	return &c, errors.Join(p.sorted()...)
+}
+
+// Where returns "FILE:LINE" of key (a key path such as
+// "tables.public.orders.privacy_unit" as the file spells it), or of its
+// nearest enclosing key the file gives, or "FILE" when none is known.
+func (c *Config) Where(key string) string {
+	path := c.Path
+	if path == "" {
+		path = "config"
+	}
+	if l := c.keys.line(key); l > 0 {
+		return fmt.Sprintf("%s:%d", path, l)
+	}
+	return path
 }
 
 func (c *Config) applyDefaults() {
@@ -365,12 +431,46 @@ func (c *Config) applyDefaults() {
 
 // problems collects validation errors, each naming file, key and reason.
 type problems struct {
-	path string
-	errs []error
+	path  string
+	keys  *keyInfo
+	errs  []error
+	lines []int // of each of errs, 0 when unknown
 }
 
 func (p *problems) add(key, format string, args ...any) {
-	p.errs = append(p.errs, fmt.Errorf("%s: %s: %s", p.path, key, fmt.Sprintf(format, args...)))
+	where := p.path
+	l := p.keys.line(key)
+	if l > 0 {
+		where = fmt.Sprintf("%s:%d", p.path, l)
+	}
+	p.push(l, fmt.Errorf("%s: %s: %s", where, key, fmt.Sprintf(format, args...)))
+}
+
+// push records a problem found at line (0: none known).
+func (p *problems) push(line int, err error) {
+	p.errs = append(p.errs, err)
+	p.lines = append(p.lines, line)
+}
+
+// sorted returns the problems in the order of their lines in the file,
+// those without a line last.
+func (p *problems) sorted() []error {
+	idx := make([]int, len(p.errs))
+	for i := range idx {
+		idx[i] = i
+	}
+	key := func(i int) int {
+		if p.lines[i] == 0 {
+			return math.MaxInt
+		}
+		return p.lines[i]
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return key(idx[a]) < key(idx[b]) })
+	out := make([]error, len(idx))
+	for i, j := range idx {
+		out[i] = p.errs[j]
+	}
+	return out
 }
 
 // ValidEpsilon reports whether eps is a usable per-query or budget ε:
@@ -380,11 +480,7 @@ func ValidEpsilon(eps float64) bool { return eps > 0 && !math.IsInf(eps, 0) }
 // ValidDelta reports whether delta lies in [0, 1) (NaN fails).
 func ValidDelta(delta float64) bool { return delta >= 0 && delta < 1 }
 
-func (c *Config) validate(getenv func(string) string) error {
-	p := &problems{path: c.Path}
-	if c.Path == "" {
-		p.path = "config"
-	}
+func (c *Config) validate(p *problems, getenv func(string) string) {
 	if c.Upstream == "" {
 		p.add("upstream", "missing: a postgres:// URL the proxy connects with")
 	}
@@ -507,10 +603,10 @@ func (c *Config) validate(getenv func(string) string) error {
 		}
 		tables[t.QualifiedName()] = t
 		validateTable(p, key, t)
+		p.keys.alias(key, "tables."+t.QualifiedName(), true)
 	}
 	c.Tables = tables
 	validatePublicValuesFrom(p, tables) // publicvalues.go
-	return errors.Join(p.errs...)
 }
 
 func validateTable(p *problems, key string, t *Table) {

@@ -36,7 +36,8 @@ const (
 
 // Limits bound what one client, or many, can make the proxy and the
 // upstream do, so that a slow or malicious client cannot exhaust either.
-// A zero duration in the file means "the default"; a negative one disables
+// A key absent from the file takes its default (a zero given explicitly is
+// an error, see explicitZeros); a negative duration disables
 // that timeout (not allowed for auth_timeout, statement_timeout and
 // private_query_wait).
 type Limits struct {

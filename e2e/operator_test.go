@@ -877,6 +877,21 @@ func testCheckConfig(t *testing.T, bin string) {
 			"REVOKE CREATE ON DATABASE "+db+" FROM PUBLIC, "+role)
 	})
 
+	t.Run("ledger role may still create schemas", func(t *testing.T) {
+		db := strings.TrimPrefix(mustURL(t, env.upstream).Path, "/")
+		code, out := runCheckConfig(t, bin, upstream, ledger, goodTables)
+		if code != 0 || strings.Contains(out, "can still CREATE") {
+			t.Fatalf("exit %d and a CREATE warning without the grant:\n%s", code, out)
+		}
+		grant(t, "GRANT CREATE ON DATABASE "+db+" TO "+ledgerRole, "REVOKE CREATE ON DATABASE "+db+" FROM "+ledgerRole)
+		code, out = runCheckConfig(t, bin, upstream, ledger, goodTables)
+		if code != 0 {
+			t.Fatalf("exit %d, want 0 (a warning):\n%s", code, out)
+		}
+		wantAll(t, out, "warning: ledger_upstream: role "+ledgerRole+" can still CREATE schemas in the database: the ledger exists",
+			"REVOKE CREATE ON DATABASE "+db+" FROM "+ledgerRole)
+	})
+
 	t.Run("schema problems are all listed", func(t *testing.T) {
 		// Literal, not from testconf: this broken file is what check-config is tested on.
 		tables := `  public.orders:
@@ -896,6 +911,28 @@ func testCheckConfig(t *testing.T, bin string) {
 			"tables.public.orders.columns.channel: lower/upper bounds need a numeric column, but public.orders.channel is text",
 			"tables.public.orders.columns.discount: column does not exist in public.orders",
 			"tables.public.no_such_table: no such table or view public.no_such_table",
+		)
+	})
+
+	// A mistyped key and problems upstream come back in one run, each
+	// with its line and key path (issue 17).
+	t.Run("file and schema problems in one run", func(t *testing.T) {
+		tables := `  public.orders:
+    privacy_unit: buyer_id
+    max_rows_per_unt: 3
+    columns:
+      amount: {lower: 0, upper: 500}
+  public.no_such_table: {public: true}`
+		code, out := runCheckConfig(t, bin, upstream, ledger, tables)
+		if code != 1 {
+			t.Fatalf("exit %d, want 1:\n%s", code, out)
+		}
+		wantAll(t, out,
+			"configuration is invalid",
+			"dpproxy.yaml:11: tables.public.orders.max_rows_per_unt: unknown key (did you mean tables.public.orders.max_rows_per_unit?)",
+			"found 2 problem(s) with the upstream",
+			`dpproxy.yaml:10: tables.public.orders.privacy_unit: column "buyer_id" does not exist in public.orders`,
+			"dpproxy.yaml:14: tables.public.no_such_table: no such table or view public.no_such_table",
 		)
 	})
 
@@ -936,7 +973,7 @@ func testCheckConfig(t *testing.T, bin string) {
 		addr := ln.Addr().String()
 		ln.Close() // nothing listens there now
 		code, out := runCheckConfig(t, bin, "postgres://nobody:hunter2-pw@"+addr+"/x?sslmode=disable&connect_timeout=5", ledger, goodTables)
-		if code != 1 || !strings.Contains(out, "upstream: cannot connect with the configured URL") {
+		if code != 1 || !strings.Contains(out, "upstream: cannot connect to "+addr+" (database x, user nobody): connection refused") {
 			t.Errorf("exit %d, want 1 and a connection problem:\n%s", code, out)
 		}
 		if strings.Contains(out, "hunter2-pw") {
@@ -952,7 +989,7 @@ func testCheckConfig(t *testing.T, bin string) {
 		addr := ln.Addr().String()
 		ln.Close()
 		code, out := runCheckConfig(t, bin, upstream, "postgres://nobody:hunter3-pw@"+addr+"/x?sslmode=disable&connect_timeout=5", goodTables)
-		if code != 1 || !strings.Contains(out, "ledger_upstream: cannot connect with the configured URL") {
+		if code != 1 || !strings.Contains(out, "ledger_upstream: cannot connect to "+addr+" (database x, user nobody): connection refused") {
 			t.Errorf("exit %d, want 1 and a connection problem:\n%s", code, out)
 		}
 		if !strings.Contains(out, "public.orders: private") {

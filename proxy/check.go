@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/rewrite"
@@ -37,9 +38,9 @@ const maxListed = 10
 func CheckSchema(ctx context.Context, cfg *conf.Config) (report []string, err error) {
 	conn, err := pgx.Connect(ctx, cfg.Upstream.Reveal())
 	if err != nil {
-		// The URL may hold a password: never print it or pgx's error (which
-		// can quote it).
-		return nil, errors.New("upstream: cannot connect with the configured URL (is the server running, are host, port, database and credentials right?)")
+		// The URL may hold a password: never print it or pgx's error for
+		// a URL that does not parse (which can quote it).
+		return nil, connectProblem("upstream", err)
 	}
 	defer conn.Close(ctx)
 	c := &checker{cfg: cfg, conn: conn, ledgerConn: conn}
@@ -47,7 +48,7 @@ func CheckSchema(ctx context.Context, cfg *conf.Config) (report []string, err er
 		lconn, err := pgx.Connect(ctx, cfg.LedgerUpstream.Reveal())
 		if err != nil {
 			c.ledgerConn = nil
-			c.problems = append(c.problems, errors.New("ledger_upstream: cannot connect with the configured URL (is the server running, are host, port, database and credentials right?)"))
+			c.problems = append(c.problems, connectProblem("ledger_upstream", err))
 		} else {
 			defer lconn.Close(ctx)
 			c.ledgerConn = lconn
@@ -55,6 +56,16 @@ func CheckSchema(ctx context.Context, cfg *conf.Config) (report []string, err er
 	}
 	c.run(ctx)
 	return c.report, errors.Join(c.problems...)
+}
+
+// connectProblem names why key's URL could not connect (ConnectFailure),
+// or only that it does not parse.
+func connectProblem(key string, err error) error {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		return fmt.Errorf("%s: cannot connect with the configured URL: it is not a valid postgres:// URL or DSN", key)
+	}
+	return ConnectFailure(key, err)
 }
 
 type checker struct {
@@ -78,11 +89,7 @@ func (c *checker) say(format string, args ...any) {
 }
 
 func (c *checker) problem(key, format string, args ...any) {
-	path := c.cfg.Path
-	if path == "" {
-		path = "config"
-	}
-	c.problems = append(c.problems, fmt.Errorf("%s: %s: %s", path, key, fmt.Sprintf(format, args...)))
+	c.problems = append(c.problems, fmt.Errorf("%s: %s: %s", c.cfg.Where(key), key, fmt.Sprintf(format, args...)))
 }
 
 // fail records a catalog query that failed: the check cannot go on
@@ -431,6 +438,18 @@ func (c *checker) ledger(ctx context.Context) {
 		return
 	}
 	c.say("ledger: schema dpproxy, %d analysts recorded; role %s can charge it", analysts, role)
+	// CREATE on the database let the ledger role make schema dpproxy;
+	// with the ledger made, it only widens what that role could do.
+	var create bool
+	var db string
+	if err := c.ledgerConn.QueryRow(ctx, `SELECT has_database_privilege(current_database(), 'CREATE'), current_database()`).Scan(&create, &db); err != nil {
+		c.fail("reading the ledger role's privileges on the database", err)
+		return
+	}
+	if create && !c.ledgerSuper && !c.cfg.SharedLedger() {
+		c.say("warning: %s: role %s can still CREATE schemas in the database: the ledger exists, so it no longer needs to (REVOKE CREATE ON DATABASE %s FROM %s; a database owner has it)",
+			key, role, quoteIdent(db), quoteIdent(role))
+	}
 }
 
 // listed joins up to maxListed items, saying how many more there are.

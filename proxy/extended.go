@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -64,6 +65,7 @@ func (ss *session) extendedMessage(ctx context.Context, msg pgproto3.FrontendMes
 }
 
 func (ss *session) parse(ctx context.Context, m *pgproto3.Parse) error {
+	began := time.Now() // a refusal's logged duration counts from here
 	if m.Name != "" {
 		if _, exists := ss.statements[m.Name]; exists {
 			return refuse(pgerr.DuplicatePreparedStatement, "prepared statement %q already exists", m.Name)
@@ -75,7 +77,7 @@ func (ss *session) parse(ctx context.Context, m *pgproto3.Parse) error {
 	}
 	stmts, err := ss.analyze(ctx, m.Query) // analysis.go
 	if err != nil {
-		ss.observeRefused(refusedText(m.Query, err), err)
+		ss.observeRefused(began, refusedText(m.Query, err), err)
 		return err
 	}
 	if len(stmts) > 1 {

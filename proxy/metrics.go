@@ -200,11 +200,13 @@ func (ss *session) observedExecute(ctx context.Context, m *pgproto3.Execute, run
 }
 
 // observeRefused counts and logs a query string refused before any of its
-// statements ran (by the analyser). Only its fingerprint is logged; it is
-// empty when the string does not parse.
-func (ss *session) observeRefused(sql string, err error) {
+// statements ran (by the analyser), with its duration from began, when the
+// message arrived. Only its fingerprint is logged; it is empty when the
+// string does not parse.
+func (ss *session) observeRefused(began time.Time, sql string, err error) {
+	q := &queryObs{start: began}
 	fp, _ := pg_query.Fingerprint(sql)
-	ss.finish(&queryObs{start: time.Now()}, "analysis", fp, err)
+	ss.finish(q, "analysis", fp, err)
 }
 
 func (ss *session) finish(q *queryObs, kind, fingerprint string, err error) {

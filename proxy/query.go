@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -18,6 +19,7 @@ import (
 // simpleQuery answers one Query message: every statement is analysed first,
 // so a string mixing allowed and refused parts runs nothing.
 func (ss *session) simpleQuery(ctx context.Context, sql string) {
+	began := time.Now() // a refusal's logged duration counts from here
 	defer func() {
 		ss.abortBlock(ctx) // after an error (txabort.go)
 		ss.send(&pgproto3.ReadyForQuery{TxStatus: ss.txStatus()})
@@ -28,7 +30,7 @@ func (ss *session) simpleQuery(ctx context.Context, sql string) {
 	}
 	stmts, err := ss.analyze(ctx, sql) // analysis.go
 	if err != nil {
-		ss.observeRefused(refusedText(sql, err), err)
+		ss.observeRefused(began, refusedText(sql, err), err)
 		ss.send(errorResponse(err))
 		ss.failed = true
 		return

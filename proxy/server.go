@@ -238,6 +238,10 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
+	if err := configuredColumnsExist(cfg, aopts.ColumnTypes); err != nil { // startcheck.go
+		s.Close()
+		return nil, err
+	}
 	s.analyzer = rewrite.New(cfg, aopts)
 	if err := s.checkLimits(ctx); err != nil { // capacity.go
 		s.Close()

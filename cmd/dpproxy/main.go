@@ -4,6 +4,7 @@
 //	dpproxy serve -config dpproxy.yaml     run the proxy
 //	dpproxy check-config -config FILE      validate a configuration against its upstream
 //	dpproxy demo                           run on a throwaway database with sample data
+//	dpproxy version                        print the build's version and revision
 package main
 
 import (
@@ -36,6 +37,7 @@ const usage = `usage:
                                      measure the data, propose contribution bounds and their bias
   dpproxy demo [-listen ADDR]        run on a throwaway PostgreSQL with sample data
                                      (DPPROXY_UPSTREAM=URL uses an existing database instead)
+  dpproxy version                    the version, VCS revision and Go version of this build
 `
 
 func main() {
@@ -55,6 +57,8 @@ func main() {
 		err = budgetCmd(os.Args[2:], os.Stdout)
 	case "bounds":
 		err = boundsCmd(os.Args[2:], os.Stdout)
+	case "version", "-version", "--version":
+		err = versionCmd(os.Stdout)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -134,7 +138,10 @@ func serve(args []string) error {
 func run(ctx context.Context, cfg *conf.Config, log *slog.Logger, ready func(addr string)) error {
 	srv, err := proxy.New(ctx, cfg, proxy.Options{Logger: log})
 	if err != nil {
-		return err
+		// pgx's text of a failed connection starts with its first
+		// attempt's error (with sslmode=prefer, "tls error: server
+		// refused TLS connection"): name the real cause instead.
+		return proxy.ExplainConnectErrors(err)
 	}
 	defer srv.Close()
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -196,27 +203,44 @@ func checkConfig(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("check-config", flag.ExitOnError)
 	path := fs.String("config", "dpproxy.yaml", "configuration file")
 	fs.Parse(args)
-	cfg, err := conf.Load(*path)
-	if err != nil {
-		return fmt.Errorf("configuration is invalid:\n%w", err)
+	cfg, fileErr := conf.LoadAll(*path)
+	if cfg == nil {
+		return fmt.Errorf("configuration is invalid:\n%w", fileErr)
 	}
-	fmt.Fprintf(out, "%s: the file is valid: listen %s, auth %s, %d analysts, %d tables, mechanism %s, ε=%v per query (max %v), δ=%v\n",
-		*path, cfg.Listen, cfg.Auth.Method, len(cfg.Auth.Users), len(cfg.Tables), cfg.Privacy.Mechanism, cfg.Privacy.Epsilon, cfg.Privacy.MaxEpsilonPerQuery, cfg.Privacy.Delta)
+	if fileErr != nil {
+		if cfg.Upstream == "" {
+			return fmt.Errorf("configuration is invalid:\n%w", fileErr)
+		}
+		// Check the upstream too, so that every problem shows in one run.
+		fmt.Fprintf(out, "%s: the file has %d problem(s), listed below; checking the upstream as far as the file allows\n", *path, countErrs(fileErr))
+	} else {
+		fmt.Fprintf(out, "%s: the file is valid: listen %s, auth %s, %d analysts, %d tables, mechanism %s, ε=%v per query (max %v), δ=%v\n",
+			*path, cfg.Listen, cfg.Auth.Method, len(cfg.Auth.Users), len(cfg.Tables), cfg.Privacy.Mechanism, cfg.Privacy.Epsilon, cfg.Privacy.MaxEpsilonPerQuery, cfg.Privacy.Delta)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	report, err := proxy.CheckSchema(ctx, cfg)
 	for _, line := range report {
 		fmt.Fprintln(out, "  "+line)
 	}
-	if err != nil {
-		n := 1
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			n = len(j.Unwrap())
-		}
-		return fmt.Errorf("check-config found %d problem(s) with the upstream:\n%w", n, err)
+	switch {
+	case fileErr != nil && err != nil:
+		return fmt.Errorf("configuration is invalid:\n%w\ncheck-config found %d problem(s) with the upstream:\n%w", fileErr, countErrs(err), err)
+	case fileErr != nil:
+		return fmt.Errorf("configuration is invalid:\n%w", fileErr)
+	case err != nil:
+		return fmt.Errorf("check-config found %d problem(s) with the upstream:\n%w", countErrs(err), err)
 	}
 	fmt.Fprintln(out, "OK: the upstream matches the configuration")
 	return nil
+}
+
+// countErrs counts the problems an errors.Join holds.
+func countErrs(err error) int {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return len(j.Unwrap())
+	}
+	return 1
 }
 
 func runDemo(args []string) error {
@@ -229,6 +253,7 @@ func runDemo(args []string) error {
 	log := logger(conf.Log{Format: "text", Level: "warn"})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	stopWithParent() // after NotifyContext: the signal must find the handler
 
 	upstream := os.Getenv("DPPROXY_UPSTREAM")
 	if upstream == "" {

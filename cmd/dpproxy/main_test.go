@@ -64,7 +64,7 @@ tables: {t: {public: true}}
 		t.Errorf("defaults: log %+v, metrics %+v", cfg.Log, cfg.Metrics)
 	}
 	_, err = conf.Parse("bad.yaml", []byte(base+"log: {format: xml, level: loud}\nmetrics: {listen: nope}\n"), func(string) string { return "" })
-	for _, want := range []string{"bad.yaml: log.format", "bad.yaml: log.level", "bad.yaml: metrics.listen"} {
+	for _, want := range []string{"bad.yaml:5: log.format", "bad.yaml:5: log.level", "bad.yaml:6: metrics.listen"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse error %v lacks %q", err, want)
 		}
