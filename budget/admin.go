@@ -82,9 +82,14 @@ type Record struct {
 	Delta       float64
 	Rho         float64
 	DeltaApprox float64
+	// Releases are a charge's releases as dpproxy.releases recorded them
+	// (mechanism, L0, sensitivity, scale, ε, δ), in order; none for a
+	// grant, a limit or a charge recorded before releases were.
+	Releases []Release
 }
 
-// History returns the analyst's newest n audit records, newest first.
+// History returns the analyst's newest n audit records, newest first,
+// each charge with its releases.
 func (l *Ledger) History(ctx context.Context, analyst string, n int) ([]Record, error) {
 	rows, err := l.pool.Query(ctx, `
 		SELECT id, at, action, actor, analyst, fingerprint, epsilon::float8, delta::float8, rho::float8, delta_approx::float8
@@ -98,6 +103,29 @@ func (l *Ledger) History(ctx context.Context, analyst string, n int) ([]Record, 
 		return rec, err
 	})
 	if err != nil {
+		return nil, unavailable(err)
+	}
+	ids := make([]int64, len(out))
+	at := make(map[int64]int, len(out))
+	for i, r := range out {
+		ids[i], at[r.ID] = r.ID, i
+	}
+	rows, err = l.pool.Query(ctx, `
+		SELECT charge_id, mechanism, l0, sensitivity, scale, epsilon, delta
+		FROM dpproxy.releases WHERE charge_id = ANY($1) ORDER BY charge_id, ordinal`, ids)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var r Release
+		if err := rows.Scan(&id, &r.Mechanism, &r.L0, &r.Sensitivity, &r.Scale, &r.Epsilon, &r.Delta); err != nil {
+			return nil, unavailable(err)
+		}
+		out[at[id]].Releases = append(out[at[id]].Releases, r)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, unavailable(err)
 	}
 	return out, nil

@@ -13,7 +13,9 @@ func TestGrantSurvivesRestartAndIsAudited(t *testing.T) {
 	pool := newPool(t, newDB(t), 2, nil)
 	ctx := context.Background()
 	l := mustOpen(t, pool, users("alice", 1.0, 1e-6, "bob", 1.0, 0.0))
-	if _, err := l.Charge(ctx, Charge{Analyst: "alice", Epsilon: 0.75, Fingerprint: "fp1"}); err != nil {
+	laplace := Release{Mechanism: MechLaplace, L0: 1, Sensitivity: 8, Scale: 8 / 0.5, Epsilon: 0.5}
+	selection := Release{Mechanism: MechSelection, L0: 1, Sensitivity: 1, Scale: 4, Epsilon: 0.25, Delta: 0}
+	if _, err := l.Charge(ctx, Charge{Analyst: "alice", Epsilon: 0.75, Fingerprint: "fp1", Releases: []Release{laplace, selection}}); err != nil {
 		t.Fatal(err)
 	}
 	s, err := l.Grant(ctx, "alice", 2, 1e-6, "operator-ann")
@@ -49,6 +51,13 @@ func TestGrantSurvivesRestartAndIsAudited(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("history[%d] = %q, want %q", i, got[i], want[i])
 		}
+	}
+	// "dpproxy budget show" lists each charge's releases, as recorded.
+	if r := hist[2].Releases; len(r) != 2 || r[0] != laplace || r[1] != selection {
+		t.Errorf("releases of the charge = %+v, want %+v then %+v", r, laplace, selection)
+	}
+	if r := hist[1].Releases; len(r) != 0 {
+		t.Errorf("a grant has releases: %+v", r)
 	}
 	accts, err := l.List(ctx)
 	if err != nil {

@@ -505,7 +505,8 @@ func TestOperatorBudgetCommand(t *testing.T) {
 	}
 	p.start()
 	out := cli("show", analyst)
-	for _, want := range []string{`ε: spent 1, remaining 5, limit 6`, `grant\s+ops-ann\s+2\s+0`, `charge\s+` + analyst + `\s+\w+\s+1\s+0`, `limit\s+config\s+3\s+1e-06`, `limit\s+config\s+6\s+1e-06`} {
+	for _, want := range []string{`ε: spent 1, remaining 5, limit 6`, `grant\s+ops-ann\s+2\s+0`, `charge\s+` + analyst + `\s+\w+\s+1\s+0`, `limit\s+config\s+3\s+1e-06`, `limit\s+config\s+6\s+1e-06`,
+		`their releases`, `\d+\s+(laplace|gaussian)\s+\d+\s+`} {
 		if !matches(out, want) {
 			t.Errorf("budget show lacks %q:\n%s", want, out)
 		}

@@ -142,6 +142,18 @@ func budgetShow(ctx context.Context, l *budget.Ledger, analyst string, n int, ou
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.At.UTC().Format(time.RFC3339), r.Action, r.Actor, r.Fingerprint,
 			num(r.Epsilon), num(r.Delta), num(r.Rho), num(r.DeltaApprox))
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Each charge's releases, as the accountants read them.
+	fmt.Fprintln(out, "their releases (what the accountants compose):")
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "id\tmechanism\tL0\tsensitivity\tscale\tepsilon\tdelta")
+	for _, r := range recs {
+		for _, rel := range r.Releases {
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\n", r.ID, rel.Mechanism, rel.L0, num(rel.Sensitivity), num(rel.Scale), num(rel.Epsilon), num(rel.Delta))
+		}
+	}
 	return tw.Flush()
 }
 
