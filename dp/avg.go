@@ -60,15 +60,25 @@ func (v *avg) Release(m noise.Mechanism, _ io.Reader, g *Group) (float64, error)
 }
 
 func (v *avg) Bound(name string, m noise.Mechanism) string {
-	return fmt.Sprintf("%s: ±%s/n (95%%; n = rows in the group, itself ±%s)", name,
-		humanBound(v.sum.errorBound(m)), humanBound(v.count.errorBound(m)))
+	num, den := v.bar(m)
+	return fmt.Sprintf("%s: ±%s/(n−%s) (95%%; n = rows in the group)", name, barText(num), barText(den))
+}
+
+// bar is the 95% bound as num/(n − den) for a group of n rows: the
+// noise of the centred sum and the count with |S/n − mid| ≤ w
+// (ratioBar); clamping to [lower, upper] only brings the answer closer.
+// The old ±(sum's 95% bound)/n left out the count's noise and covered
+// about 93% (TestCoverage).
+func (v *avg) bar(m noise.Mechanism) (num, den float64) {
+	return ratioBar(m, v.sum, v.count, (v.a.Upper-v.a.Lower)/2)
 }
 
 func (v *avg) Explain(name string, m noise.Mechanism) []string {
+	num, den := v.bar(m)
 	return []string{
 		explainPart(name, label(v.a, "count"), m, v.count),
 		explainPart(name, label(v.a, "centred sum"), m, v.sum),
-		fmt.Sprintf("Column %s: released as the middle of the bounds plus noisy centred sum / noisy count, clamped to [%s, %s]; its error is about ±%s / n for a group of n rows",
-			name, formatNum(v.a.Lower), formatNum(v.a.Upper), humanBound(v.sum.errorBound(m))),
+		fmt.Sprintf("Column %s: released as the middle of the bounds plus noisy centred sum / noisy count, clamped to [%s, %s]; 95%% error ±%s/(n−%s) for a group of n rows",
+			name, formatNum(v.a.Lower), formatNum(v.a.Upper), barText(num), barText(den)),
 	}
 }

@@ -83,8 +83,45 @@ func (v *variance) Release(m noise.Mechanism, _ io.Reader, g *Group) (float64, e
 }
 
 func (v *variance) Bound(name string, m noise.Mechanism) string {
-	return fmt.Sprintf("%s: from a noisy count ±%s, centred sum ±%s and sum of squares ±%s", name,
-		humanBound(v.count.errorBound(m)), humanBound(v.sum.errorBound(m)), humanBound(v.sq.errorBound(m)))
+	return fmt.Sprintf("%s: ±%s (95%%; n = rows in the group; from a noisy count ±%s, centred sum ±%s and sum of squares ±%s)", name,
+		v.barWords(m), barText(v.count.errorBound(m)), barText(v.sum.errorBound(m)), barText(v.sq.errorBound(m)))
+}
+
+// barWords is the released value's 95% bound as a formula in n.
+func (v *variance) barWords(m noise.Mechanism) string {
+	num, den := v.bar(m)
+	if v.a.Stddev {
+		return fmt.Sprintf("√(%s/(n−%s))", barText(num), barText(den))
+	}
+	return fmt.Sprintf("%s/(n−%s)", barText(num), barText(den))
+}
+
+// bar is the 95% bound of the released variance as num/(n − den), for a
+// group of n rows (n > den); a standard deviation's is its square root,
+// as |√a − √b| ≤ √|a − b|. Each part's noise stays within its bound at
+// 1 − 5%/3 (so all three at once with probability ≥ 95%): bn for the
+// count, bs for the centred sum S, bq for the centred squares Q. With
+// the mean m1 = S/n and m2 = Q/n (both clamped as released, which only
+// brings them closer to the exact ones), the released
+// m2' − m2 = (eQ + en·(w²/2 − m2))/(n + en) and
+// m1' − m1 = (eS − en·m1)/(n + en), so
+//
+//	|var' − var| ≤ |m2' − m2| + |m1' − m1|·|m1' + m1|
+//	             ≤ (bq + bn·w²/2 + 2w·(bs + w·bn)) / (n − bn),
+//
+// and clamping to [0, w²] keeps it. The sample form multiplies by
+// n'/(n'−1) instead of n/(n−1): at most the bound times
+// (n−bn)/(n−bn−1) plus w²·bn/((n−bn−1)(n−1)) ≤ w²/(n−bn−1), which is
+// num/(n − den) with num + w² and den = bn + 1.
+func (v *variance) bar(m noise.Mechanism) (num, den float64) {
+	c := 1 - (1-confidence)/3
+	bn, bs, bq := v.count.errorBoundAt(m, c), v.sum.errorBoundAt(m, c), v.sq.errorBoundAt(m, c)
+	w := (v.a.Upper - v.a.Lower) / 2
+	num, den = bq+bn*w*w/2+2*w*(bs+w*bn), bn
+	if v.a.Sample {
+		num, den = num+w*w, bn+1
+	}
+	return num, den
 }
 
 func (v *variance) Explain(name string, m noise.Mechanism) []string {
@@ -92,5 +129,7 @@ func (v *variance) Explain(name string, m noise.Mechanism) []string {
 		explainPart(name, label(v.a, "count"), m, v.count),
 		explainPart(name, label(v.a, "centred sum"), m, v.sum),
 		explainPart(name, label(v.a, "sum of squares"), m, v.sq),
+		fmt.Sprintf("Column %s: released from the three parts, clamped to [0, %s]; 95%% error ±%s for a group of n rows",
+			name, formatNum(math.Pow((v.a.Upper-v.a.Lower)/2, 2)), v.barWords(m)),
 	}
 }

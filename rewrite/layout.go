@@ -75,6 +75,9 @@ func (p *planner) layout(plan *Plan) error {
 		if a.agg.Kind == AggCountDistinct {
 			plan.DistinctValues = true
 		}
+		if a.agg.Derived() {
+			continue // derive.go: computed from other aggregates' released values
+		}
 		for _, part := range aggParts(a.agg.Kind) {
 			*a.agg.col(part) = next
 			next++

@@ -151,6 +151,20 @@ type Aggregate struct {
 	// MaxDistinct (AggCountDistinct) is how many distinct values one unit
 	// may add to a group: min(max_rows_per_unit, number of public values).
 	MaxDistinct int64
+	// FromSum and FromCount (AggAvg), FromVariance (AggVariance with
+	// Stddev): set when the query also asks for a SUM and COUNT, or a
+	// VARIANCE, of the same argument over the same rows (same FILTER). The
+	// aggregate is then derived from their released values as
+	// post-processing (derive.go): it takes no share of the budget and has
+	// no result columns of its own (its columns stay -1).
+	FromSum, FromCount, FromVariance *Aggregate
+}
+
+// Derived reports whether the aggregate is computed from other released
+// aggregates (FromSum and FromCount, or FromVariance) instead of being
+// noised itself.
+func (a *Aggregate) Derived() bool {
+	return a.FromSum != nil || a.FromVariance != nil
 }
 
 // GroupKey is one GROUP BY key of the original query.

@@ -125,6 +125,12 @@ func renderPlan(b *strings.Builder, p *Plan) {
 		case AggCountDistinct:
 			fmt.Fprintf(b, " max_distinct=%d", a.MaxDistinct)
 		}
+		if a.FromSum != nil {
+			fmt.Fprintf(b, " from=%s/%s", a.FromSum.Text, a.FromCount.Text)
+		}
+		if a.FromVariance != nil {
+			fmt.Fprintf(b, " from=sqrt(%s)", a.FromVariance.Text)
+		}
 		fmt.Fprintf(b, " text=%s\n", a.Text)
 	}
 	if p.Post != nil {

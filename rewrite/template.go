@@ -103,6 +103,9 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 		t.outer[plan.UnitsCol] = "count(*) AS dp_units"
 	}
 	for i, pa := range p.aggs {
+		if pa.agg.Derived() {
+			continue // derive.go: no columns of its own
+		}
 		if err := t.aggregate(i, pa); err != nil {
 			return "", err
 		}

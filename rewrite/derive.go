@@ -1,0 +1,71 @@
+package rewrite
+
+// Phase derive: aggregates that are functions of other aggregates of the
+// same query over the same rows are computed from those aggregates'
+// released (noisy) values instead of being noised themselves. That is
+// post-processing: it costs no budget, so the query's ε is split among
+// fewer parts (each less noisy), and the released row cannot contradict
+// itself (AVG = SUM/COUNT exactly).
+//
+//   - AVG(x) FILTER (f) is SUM(x) FILTER (f) / COUNT(x) FILTER (f) when
+//     the query asks for both. COUNT(*) does not qualify: it also counts
+//     the rows where x is NULL, which AVG skips.
+//   - STDDEV(x) (and its _samp/_pop forms) is the square root of
+//     VARIANCE(x) of the same form (var_samp for stddev_samp, var_pop for
+//     stddev_pop) when the query asks for it.
+//
+// "The same argument" and "the same rows" are decided on the printed
+// argument and FILTER, which also fix the clamping bounds.
+
+// derive sets FromSum/FromCount and FromVariance. It runs before layout,
+// which gives derived aggregates no result columns.
+func (p *planner) derive() error {
+	texts := make([]struct{ arg, filter string }, len(p.aggs))
+	for i, a := range p.aggs {
+		var err error
+		if a.arg != nil {
+			if texts[i].arg, err = deparseExpr(a.arg); err != nil {
+				return err
+			}
+		}
+		if a.filter != nil {
+			if texts[i].filter, err = deparseExpr(a.filter); err != nil {
+				return err
+			}
+		}
+	}
+	same := func(i, j int) bool {
+		a, b := p.aggs[i], p.aggs[j]
+		return a.arg != nil && b.arg != nil && texts[i] == texts[j] &&
+			(a.filter == nil) == (b.filter == nil)
+	}
+	for i, a := range p.aggs {
+		switch {
+		case a.agg.Kind == AggAvg:
+			var sum, count *Aggregate
+			for j, b := range p.aggs {
+				if !same(i, j) {
+					continue
+				}
+				switch {
+				case b.agg.Kind == AggSum && b.agg.Lower == a.agg.Lower && b.agg.Upper == a.agg.Upper && sum == nil:
+					sum = b.agg
+				case b.agg.Kind == AggCount && count == nil:
+					count = b.agg
+				}
+			}
+			if sum != nil && count != nil {
+				a.agg.FromSum, a.agg.FromCount = sum, count
+			}
+		case a.agg.Kind == AggVariance && a.agg.Stddev:
+			for j, b := range p.aggs {
+				if same(i, j) && b.agg.Kind == AggVariance && !b.agg.Stddev && b.agg.Sample == a.agg.Sample &&
+					b.agg.Lower == a.agg.Lower && b.agg.Upper == a.agg.Upper {
+					a.agg.FromVariance = b.agg
+					break
+				}
+			}
+		}
+	}
+	return nil
+}
