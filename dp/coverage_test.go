@@ -1,6 +1,7 @@
 package dp
 
 import (
+	"crypto/rand"
 	"fmt"
 	"math"
 	"testing"
@@ -131,6 +132,35 @@ func TestCoverage(t *testing.T) {
 				check(fmt.Sprintf("%s ε=%g variance n=%g", mech, eps, n), coverage(t, s, g, 0, truth, num/(n-den)), num/(n-den))
 				check(fmt.Sprintf("%s ε=%g stddev n=%g", mech, eps, n), coverage(t, s, g, 1, math.Sqrt(truth), math.Sqrt(num/(n-den))), math.Sqrt(num/(n-den)))
 			}
+		}
+	}
+	// A quantile (median) of n rows in [0, 64], bucketed in 64: with the
+	// utility's sensitivity of one row, its rank bar k must cover the
+	// chosen bucket's distance in ranks from n/2.
+	for _, eps := range []float64{0.1, 1} {
+		for _, n := range []int{40, 400} {
+			hist := make([]float64, 64)
+			for i := range n { // skewed: most rows in the low buckets
+				hist[(i*i)%64*(i%3)/3]++
+			}
+			k := quantileRankBar(len(hist), eps, 0.5)
+			hit := 0
+			for range draws {
+				v, err := quantileEM(rand.Reader, hist, 0, 64, 0.5, eps, 0.5)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b := min(int(v), 63)
+				below := 0.0
+				for _, c := range hist[:b] {
+					below += c
+				}
+				target := 0.5 * float64(n)
+				if dist := math.Max(0, math.Max(below-target, target-below-hist[b])); dist <= k {
+					hit++
+				}
+			}
+			check(fmt.Sprintf("ε=%g median of %d, in ranks", eps, n), float64(hit)/draws, k)
 		}
 	}
 	for _, r := range results {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,4 +91,14 @@ func TestAvgDerivedFromSumAndCount(t *testing.T) {
 	if d := spent() - before; d < 0.5-1e-9 || d > 0.5+1e-9 {
 		t.Errorf("charged ε=%v, want the session's 0.5", d)
 	}
+}
+
+// noticeBar is the NOTICE's 95% bar of Laplace noise with scale
+// l0·lInf/eps, plus round (0.5 for a count, shown as an integer), at
+// three significant digits rounded up (dp's barText).
+func noticeBar(l0, lInf, eps, round float64) string {
+	v := l0*lInf/eps*math.Log(20) + round
+	e := math.Pow(10, math.Floor(math.Log10(v))-2)
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(math.Ceil(v/e*(1-1e-12))*e, 'g', 3, 64), 64)
+	return strconv.FormatFloat(r, 'f', -1, 64)
 }

@@ -226,7 +226,7 @@ func TestNoticeGivesErrorBoundsAndCanBeSilenced(t *testing.T) {
 	}
 	// No GROUP BY: each person touches one group (L0 = 1); two aggregates.
 	want := fmt.Sprintf("dp: count: ±%s (95%%), sum: ±%s (95%%); charged ε=1 δ=0, remaining ε=9 δ=0.00001",
-		laplaceBound(1, 8, 0.5), laplaceBound(1, 4000, 0.5))
+		noticeBar(1, 8, 0.5, 0.5), noticeBar(1, 4000, 0.5, 0))
 	if len(*notices) != 1 || (*notices)[0] != want {
 		t.Fatalf("NOTICE = %q, want [%q]", *notices, want)
 	}
@@ -235,7 +235,7 @@ func TestNoticeGivesErrorBoundsAndCanBeSilenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantRepeat := fmt.Sprintf("dp: count: ±%s (95%%), sum: ±%s (95%%); repeated query: the earlier noisy answer, nothing charged",
-		laplaceBound(1, 8, 0.5), laplaceBound(1, 4000, 0.5))
+		noticeBar(1, 8, 0.5, 0.5), noticeBar(1, 4000, 0.5, 0))
 	if len(*notices) != 2 || (*notices)[1] != wantRepeat {
 		t.Fatalf("NOTICE of the repeat = %q, want %q", *notices, wantRepeat)
 	}
@@ -244,7 +244,7 @@ func TestNoticeGivesErrorBoundsAndCanBeSilenced(t *testing.T) {
 	if _, err := conn.Exec(ctx, "SELECT avg(amount) FROM orders"); err != nil {
 		t.Fatal(err)
 	}
-	if got := (*notices)[2]; !regexp.MustCompile(`^dp: avg: ±[0-9.]+/n \(95%; n = rows in the group, itself ±[0-9.]+\); charged ε=1 δ=0, remaining ε=8 δ=0.00001$`).MatchString(got) {
+	if got := (*notices)[2]; !regexp.MustCompile(`^dp: avg: ±[0-9.]+/\(n−[0-9.]+\) \(95%; n = rows in the group\); charged ε=1 δ=0, remaining ε=8 δ=0.00001$`).MatchString(got) {
 		t.Errorf("NOTICE of avg = %q", got)
 	}
 
