@@ -117,6 +117,18 @@ func TestCoverage(t *testing.T) {
 				s = spec(t, mech, eps, cnt, sm, av)
 				num, den = s.aggs[2].(*derivedAvg).bar(s.mech)
 				check(fmt.Sprintf("%s ε=%g derived avg n=%g", mech, eps, n), coverage(t, s, g, 2, 90, num/(n-den)), num/(n-den))
+				// The count and sum it comes from, moved into the cone of
+				// consistent pairs, keep their own bars, also with every
+				// value at the upper bound (the pair on the cone's edge).
+				for _, v := range []float64{90, 100} {
+					if n != 300 {
+						break // the large group's pair is rarely moved
+					}
+					g := &Group{Vals: []float64{n, v * n}}
+					cb, sb := s.aggs[0].(*counter).bar(s.mech), s.aggs[1].(*sum).sum.errorBound(s.mech)
+					check(fmt.Sprintf("%s ε=%g count beside avg %g n=%g", mech, eps, v, n), coverage(t, s, g, 0, n, cb), cb)
+					check(fmt.Sprintf("%s ε=%g sum beside avg %g n=%g", mech, eps, v, n), coverage(t, s, g, 1, v*n, sb), sb)
+				}
 
 				// VARIANCE and STDDEV (sample) of n values, a fifth at 100
 				// and the rest at 0 in [0, 100]: centred on 50, the sum is

@@ -105,6 +105,8 @@ func (d *derivedStddev) Explain(name string, m noise.Mechanism) []string {
 // makes the row consistent and computes the derived ones (all
 // post-processing of the noisy values):
 //
+//  0. COUNT(*) without FILTER of a group released by partition selection
+//     is at least 1;
 //  1. the pair (SUM, COUNT) an AVG is derived from is moved to the
 //     nearest pair (weighted by each part's noise variance) with
 //     lower·COUNT ≤ SUM ≤ upper·COUNT, which the exact pair satisfies:
@@ -126,6 +128,13 @@ func (s *Spec) noisyRow(g *Group, cols []Column) ([]float64, error) {
 		v, err := ag.Release(s.mech, s.rnd, g)
 		if err != nil {
 			return nil, err
+		}
+		if a := s.plan.Aggregates[i]; s.sel != nil && a.Kind == rewrite.AggCount && a.AllRows {
+			// A group released by partition selection is one the
+			// rewritten query returned: COUNT(*) counts at least one
+			// bounded row there, so 1 is a valid floor (the clamp only
+			// brings the value closer to the exact one).
+			v = math.Max(1, v)
 		}
 		noisy[i] = v
 	}

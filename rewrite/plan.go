@@ -158,6 +158,10 @@ type Aggregate struct {
 	// post-processing (derive.go): it takes no share of the budget and has
 	// no result columns of its own (its columns stay -1).
 	FromSum, FromCount, FromVariance *Aggregate
+	// AllRows is set for COUNT(*) without FILTER: it counts every bounded
+	// row of its group, so it is at least 1 in any group the rewritten
+	// query returns.
+	AllRows bool
 }
 
 // Derived reports whether the aggregate is computed from other released
