@@ -91,14 +91,14 @@ func (d *derivedAvg) Explain(name string, m noise.Mechanism) []string {
 
 func (d *derivedStddev) Bound(name string, m noise.Mechanism) string {
 	num, den := d.v.bar(m)
-	return fmt.Sprintf("%s: ±√(%s/(n−%s)) (95%%; n = rows in the group; √ of the released %s, no budget of its own)", name,
-		barText(num), barText(den), d.a.FromVariance.Text)
+	return fmt.Sprintf("%s: ±%s (95%%; n = rows in the group; √ of the released %s, no budget of its own)", name,
+		stddevBarWords(num, den), d.a.FromVariance.Text)
 }
 
 func (d *derivedStddev) Explain(name string, m noise.Mechanism) []string {
 	num, den := d.v.bar(m)
-	return []string{fmt.Sprintf("Column %s (%s): derived as the square root of the released %s (post-processing, no budget of its own), 95%% error ±√(%s/(n−%s)) for a group of n rows",
-		name, d.a.Func, d.a.FromVariance.Text, barText(num), barText(den))}
+	return []string{fmt.Sprintf("Column %s (%s): derived as the square root of the released %s (post-processing, no budget of its own), 95%% error ±%s for a group of n rows",
+		name, d.a.Func, d.a.FromVariance.Text, stddevBarWords(num, den))}
 }
 
 // noisyRow noises every aggregate of one group that is not derived, then

@@ -91,35 +91,39 @@ func (v *variance) Bound(name string, m noise.Mechanism) string {
 func (v *variance) barWords(m noise.Mechanism) string {
 	num, den := v.bar(m)
 	if v.a.Stddev {
-		return fmt.Sprintf("√(%s/(n−%s))", barText(num), barText(den))
+		return stddevBarWords(num, den)
 	}
 	return fmt.Sprintf("%s/(n−%s)", barText(num), barText(den))
 }
 
 // bar is the 95% bound of the released variance as num/(n − den), for a
 // group of n rows (n > den); a standard deviation's is its square root,
-// as |√a − √b| ≤ √|a − b|. Each part's noise stays within its bound at
-// 1 − 5%/3 (so all three at once with probability ≥ 95%): bn for the
-// count, bs for the centred sum S, bq for the centred squares Q. With
-// the mean m1 = S/n and m2 = Q/n (both clamped as released, which only
-// brings them closer to the exact ones), the released
-// m2' − m2 = (eQ + en·(w²/2 − m2))/(n + en) and
-// m1' − m1 = (eS − en·m1)/(n + en), so
+// as |√a − √b| ≤ √|a − b|. With the mean m1 = S/n ∈ [−w, w] and
+// m2 = Q/n ∈ [0, w²] of the centred values, the released ones differ by
+//
+//	m2' − m2 = (eQ + en·(w²/2 − m2)) / (n + en), |w²/2 − m2| ≤ w²/2,
+//	m1' − m1 = (eS − en·m1) / (n + en),          |m1| ≤ w,
+//
+// (clamping them to their ranges only brings them closer), so
 //
 //	|var' − var| ≤ |m2' − m2| + |m1' − m1|·|m1' + m1|
-//	             ≤ (bq + bn·w²/2 + 2w·(bs + w·bn)) / (n − bn),
+//	             ≤ (q2 + 2w·q1) / (n − bn),
 //
-// and clamping to [0, w²] keeps it. The sample form multiplies by
-// n'/(n'−1) instead of n/(n−1): at most the bound times
-// (n−bn)/(n−bn−1) plus w²·bn/((n−bn−1)(n−1)) ≤ w²/(n−bn−1), which is
-// num/(n − den) with num + w² and den = bn + 1.
+// where q2 = sumBound(eQ, (w²/2)·en) and q1 = sumBound(eS, w·en), each
+// at 98% (the noise of a sum with the largest coefficients is the most
+// spread, as in ratioBar), and bn the count's 99% bound: all hold at
+// once with probability ≥ 95%. Clamping to [0, w²] keeps the bound. The
+// sample form multiplies by n'/(n'−1) instead of n/(n−1): at most the
+// bound times (n−bn)/(n−bn−1) plus w²·bn/((n−bn−1)(n−1)) ≤ w²/(n−bn−1),
+// which is num/(n − den) with num + w² and den = bn + 1.
 func (v *variance) bar(m noise.Mechanism) (num, den float64) {
-	c := 1 - (1-confidence)/3
-	bn, bs, bq := v.count.errorBoundAt(m, c), v.sum.errorBoundAt(m, c), v.sq.errorBoundAt(m, c)
 	w := (v.a.Upper - v.a.Lower) / 2
-	num, den = bq+bn*w*w/2+2*w*(bs+w*bn), bn
+	sdN := v.count.stdDev(m)
+	q2 := sumBound(m, v.sq.stdDev(m), w*w/2*sdN, 0.98)
+	q1 := sumBound(m, v.sum.stdDev(m), w*sdN, 0.98)
+	num, den = q2+2*w*q1, v.count.errorBoundAt(m, 0.99)
 	if v.a.Sample {
-		num, den = num+w*w, bn+1
+		num, den = num+w*w, den+1
 	}
 	return num, den
 }
@@ -132,4 +136,20 @@ func (v *variance) Explain(name string, m noise.Mechanism) []string {
 		fmt.Sprintf("Column %s: released from the three parts, clamped to [0, %s]; 95%% error ±%s for a group of n rows",
 			name, formatNum(math.Pow((v.a.Upper-v.a.Lower)/2, 2)), v.barWords(m)),
 	}
+}
+
+// stddevBarWords is a standard deviation's bar, from its variance's
+// D = num/(n − den): |√V' − √V| = |V' − V|/(√V' + √V) is at most √D and
+// at most D/s with s = √V' the released standard deviation.
+func stddevBarWords(num, den float64) string {
+	return fmt.Sprintf("min(√D, D/s) with D = %s/(n−%s) and s the released value", barText(num), barText(den))
+}
+
+// stddevBar is that bar for a released s and a group of n rows.
+func stddevBar(num, den, n, s float64) float64 {
+	d := num / (n - den)
+	if s > 0 {
+		return math.Min(math.Sqrt(d), d/s)
+	}
+	return math.Sqrt(d)
 }
