@@ -107,7 +107,7 @@ func TestCoverage(t *testing.T) {
 			b := s.aggs[0].(*sum).sum.errorBound(s.mech)
 			check(fmt.Sprintf("%s ε=%g sum", mech, eps), coverage(t, s, &Group{Vals: []float64{30000}}, 0, 30000, b), b)
 
-			for _, n := range []float64{300, 3000} {
+			for _, n := range []float64{300 * eps * eps * 4} { // n = 300 at ε = 0.5, 4800 at ε = 2
 				// AVG with its own share, values averaging 90 in [0, 100]:
 				// the count's noise matters as the average is far from the
 				// middle.
@@ -127,14 +127,25 @@ func TestCoverage(t *testing.T) {
 				// consistent pairs, keep their own bars, also with every
 				// value at the upper bound (the pair on the cone's edge).
 				for _, v := range []float64{90, 100} {
-					if n != 300 {
-						break // the large group's pair is rarely moved
-					}
 					g := &Group{Vals: []float64{n, v * n}}
 					cb, sb := s.aggs[0].(*counter).bar(s.mech), s.aggs[1].(*sum).sum.errorBound(s.mech)
 					check(fmt.Sprintf("%s ε=%g count beside avg %g n=%g", mech, eps, v, n), coverage(t, s, g, 0, n, cb), cb)
 					check(fmt.Sprintf("%s ε=%g sum beside avg %g n=%g", mech, eps, v, n), coverage(t, s, g, 1, v*n, sb), sb)
 				}
+
+				// AVG and VARIANCE dividing by a released COUNT(x) of the
+				// same rows (no count of their own).
+				cnt = agg(rewrite.AggCount, "count", 0, 0, 0, -1, -1)
+				av = agg(rewrite.AggAvg, "avg", 0, 100, -1, 1, -1)
+				av.SharedCount = cnt
+				vs := agg(rewrite.AggVariance, "var_pop", 0, 100, -1, 1, 2)
+				vs.SharedCount = cnt
+				s = spec(t, mech, eps, cnt, av)
+				num, den = s.aggs[1].(*avg).bar(s.mech)
+				check(fmt.Sprintf("%s ε=%g avg of a shared count n=%g", mech, eps, n), coverage(t, s, &Group{Vals: []float64{n, 90 * n}}, 1, 90, num/(n-den)), num/(n-den))
+				s = spec(t, mech, eps, cnt, vs)
+				num, den = s.aggs[1].(*variance).bar(s.mech)
+				check(fmt.Sprintf("%s ε=%g var_pop of a shared count n=%g", mech, eps, n), coverage(t, s, &Group{Vals: []float64{n, -0.6 * 50 * n, 2500 * n}}, 1, 1600, num/(n-den)), num/(n-den))
 
 				// VARIANCE and STDDEV (sample) of n values, a fifth at 100
 				// and the rest at 0 in [0, 100]: centred on 50, the sum is

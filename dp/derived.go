@@ -115,15 +115,25 @@ func (d *derivedStddev) Explain(name string, m noise.Mechanism) []string {
 //  2. the count is rounded (as it is shown), the sum too when it is shown
 //     as an integer, and the sum is kept in [lower·COUNT, upper·COUNT];
 //  3. AVG = SUM/COUNT of exactly those values (NULL when COUNT is 0, as
-//     PostgreSQL's AVG over no rows), STDDEV = √VARIANCE.
+//     PostgreSQL's AVG over no rows); an AVG or VARIANCE that shares a
+//     released COUNT (rewrite.Aggregate.SharedCount) divides by it as
+//     shown; STDDEV = √VARIANCE.
 //
 // A value is NaN for a NULL.
 func (s *Spec) noisyRow(g *Group, cols []Column) ([]float64, error) {
 	noisy := make([]float64, len(s.aggs))
 	for i, ag := range s.aggs {
-		switch ag.(type) {
+		switch ag := ag.(type) {
 		case *derivedAvg, *derivedStddev:
 			continue
+		case *avg:
+			if ag.shared {
+				continue
+			}
+		case *variance:
+			if ag.shared {
+				continue
+			}
 		}
 		v, err := ag.Release(s.mech, s.rnd, g)
 		if err != nil {
@@ -167,6 +177,34 @@ func (s *Spec) noisyRow(g *Group, cols []Column) ([]float64, error) {
 		if c > 0 {
 			noisy[i] = sm / c
 		}
+	}
+	// An AVG or VARIANCE sharing a released COUNT divides by it as shown.
+	shared := func(a *rewrite.Aggregate) float64 {
+		ci := aggIndex(s.plan, a.SharedCount)
+		noisy[ci] = math.Round(noisy[ci])
+		return noisy[ci]
+	}
+	for i, ag := range s.aggs {
+		var v float64
+		var err error
+		switch ag := ag.(type) {
+		case *avg:
+			if !ag.shared {
+				continue
+			}
+			v, err = ag.releaseWith(s.mech, g, shared(ag.a))
+		case *variance:
+			if !ag.shared {
+				continue
+			}
+			v, err = ag.releaseWith(s.mech, g, shared(ag.a))
+		default:
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		noisy[i] = v
 	}
 	for i, ag := range s.aggs {
 		if d, ok := ag.(*derivedStddev); ok {

@@ -29,19 +29,31 @@ func init() {
 type variance struct {
 	a              *rewrite.Aggregate
 	count, sum, sq Part // sum and sq are centred on the middle of the bounds
+	// shared is set when the count is a COUNT(x) of the same rows
+	// released in the query (Aggregate.SharedCount): count is then that
+	// COUNT's part, not one of this aggregate's, and countCol its column.
+	shared   bool
+	countCol int
 }
 
 func newVariance(a *rewrite.Aggregate, p Params) (*variance, error) {
-	if a.CountCol < 0 || a.SumCol < 0 || a.SumSqCol < 0 {
-		return nil, internal("%s: the plan has no count, sum or sum of squares column", a.Func)
-	}
+	v := &variance{a: a, countCol: a.CountCol}
 	// A third each for the count, the centred sum and the centred sum of
-	// squares (sequential composition).
-	third := sensitivity.Share{Epsilon: p.Share.Epsilon / 3, Delta: p.Share.Delta / 3}
-	v := &variance{a: a,
-		count: Part{sensitivity.Count(p.L0, p.MaxRows), third},
-		sum:   Part{sensitivity.CenteredSum(p.L0, p.MaxRows, a.Lower, a.Upper), third},
-		sq:    Part{sensitivity.CenteredSumOfSquares(p.L0, p.MaxRows, a.Lower, a.Upper), third},
+	// squares (sequential composition); half each for the sums when the
+	// count is a released COUNT's.
+	k := 3.0
+	if c := a.SharedCount; c != nil {
+		v.shared, v.countCol, k = true, c.CountCol, 2
+		v.count = Part{sensitivity.Count(p.L0, p.MaxRows), p.Share}
+	}
+	share := sensitivity.Share{Epsilon: p.Share.Epsilon / k, Delta: p.Share.Delta / k}
+	if !v.shared {
+		v.count = Part{sensitivity.Count(p.L0, p.MaxRows), share}
+	}
+	v.sum = Part{sensitivity.CenteredSum(p.L0, p.MaxRows, a.Lower, a.Upper), share}
+	v.sq = Part{sensitivity.CenteredSumOfSquares(p.L0, p.MaxRows, a.Lower, a.Upper), share}
+	if v.countCol < 0 || a.SumCol < 0 || a.SumSqCol < 0 {
+		return nil, internal("%s: the plan has no count, sum or sum of squares column", a.Func)
 	}
 	if err := checkParts(p.Mech, v.Parts()...); err != nil {
 		return nil, err
@@ -51,16 +63,30 @@ func newVariance(a *rewrite.Aggregate, p Params) (*variance, error) {
 
 // Parts include the sum of squares: the pre-charge check once listed the
 // count and the sum by hand and forgot it (TestReleaseSpecChecksEveryNoisedPart).
-func (v *variance) Parts() []Part { return []Part{v.count, v.sum, v.sq} }
+func (v *variance) Parts() []Part {
+	if v.shared {
+		return []Part{v.sum, v.sq}
+	}
+	return []Part{v.count, v.sum, v.sq}
+}
 
 func (v *variance) Release(m noise.Mechanism, _ io.Reader, g *Group) (float64, error) {
-	a, vals := v.a, g.Vals
-	w := (a.Upper - a.Lower) / 2
-	c := vals[a.CountCol]
-	n, err := v.count.add(m, c)
+	if v.shared {
+		return 0, internal("%s divides by a released count", v.a.Func)
+	}
+	n, err := v.count.add(m, g.Vals[v.countCol])
 	if err != nil {
 		return 0, err
 	}
+	return v.releaseWith(m, g, n)
+}
+
+// releaseWith releases the variance over a noisy count n (its own, or
+// the released COUNT it shares).
+func (v *variance) releaseWith(m noise.Mechanism, g *Group, n float64) (float64, error) {
+	a, vals := v.a, g.Vals
+	w := (a.Upper - a.Lower) / 2
+	c := vals[v.countCol]
 	s, err := v.sum.add(m, vals[a.SumCol])
 	if err != nil {
 		return 0, err
@@ -122,6 +148,9 @@ func (v *variance) bar(m noise.Mechanism) (num, den float64) {
 	q2 := sumBound(m, v.sq.stdDev(m), w*w/2*sdN, 0.98)
 	q1 := sumBound(m, v.sum.stdDev(m), w*sdN, 0.98)
 	num, den = q2+2*w*q1, v.count.errorBoundAt(m, 0.99)
+	if v.shared { // the released count is rounded: 0.5 more in en
+		num, den = num+0.5*(w*w/2+2*w*w), den+0.5
+	}
 	if v.a.Sample {
 		num, den = num+w*w, den+1
 	}
@@ -129,8 +158,12 @@ func (v *variance) bar(m noise.Mechanism) (num, den float64) {
 }
 
 func (v *variance) Explain(name string, m noise.Mechanism) []string {
+	count := explainPart(name, label(v.a, "count"), m, v.count)
+	if v.shared {
+		count = fmt.Sprintf("Column %s (%s, count part): the released %s (the same rows), no share of its own", name, v.a.Func, v.a.SharedCount.Text)
+	}
 	return []string{
-		explainPart(name, label(v.a, "count"), m, v.count),
+		count,
 		explainPart(name, label(v.a, "centred sum"), m, v.sum),
 		explainPart(name, label(v.a, "sum of squares"), m, v.sq),
 		fmt.Sprintf("Column %s: released from the three parts, clamped to [0, %s]; 95%% error ±%s for a group of n rows",

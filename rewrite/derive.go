@@ -18,6 +18,10 @@ package rewrite
 //     derived AVG is never noisier than a noised one (and the SUM and
 //     COUNT are less noisy). Over [1000, 1010] it would be a hundred
 //     times noisier, so there AVG keeps its own share.
+//   - An AVG(x) or VARIANCE(x) that is not derived shares the count of a
+//     COUNT(x) of the same rows in the query (SharedCount): it divides by
+//     the released COUNT instead of noising a count of its own, so its
+//     other parts get its whole share.
 //   - STDDEV(x) (and its _samp/_pop forms) is the square root of
 //     VARIANCE(x) of the same form (var_samp for stddev_samp, var_pop for
 //     stddev_pop) when the query asks for it.
@@ -49,6 +53,18 @@ func (p *planner) derive() error {
 	}
 	for i, a := range p.aggs {
 		switch {
+		case a.agg.Kind == AggVariance && a.agg.Stddev:
+			for j, b := range p.aggs {
+				if same(i, j) && b.agg.Kind == AggVariance && !b.agg.Stddev && b.agg.Sample == a.agg.Sample &&
+					b.agg.Lower == a.agg.Lower && b.agg.Upper == a.agg.Upper {
+					a.agg.FromVariance = b.agg
+					break
+				}
+			}
+		}
+	}
+	for i, a := range p.aggs {
+		switch {
 		case a.agg.Kind == AggAvg:
 			var sum, count *Aggregate
 			for j, b := range p.aggs {
@@ -66,13 +82,14 @@ func (p *planner) derive() error {
 			if sum != nil && count != nil {
 				a.agg.FromSum, a.agg.FromCount = sum, count
 			}
-		case a.agg.Kind == AggVariance && a.agg.Stddev:
-			for j, b := range p.aggs {
-				if same(i, j) && b.agg.Kind == AggVariance && !b.agg.Stddev && b.agg.Sample == a.agg.Sample &&
-					b.agg.Lower == a.agg.Lower && b.agg.Upper == a.agg.Upper {
-					a.agg.FromVariance = b.agg
-					break
-				}
+		}
+		if a.agg.Derived() || (a.agg.Kind != AggAvg && a.agg.Kind != AggVariance) {
+			continue
+		}
+		for j, b := range p.aggs {
+			if same(i, j) && b.agg.Kind == AggCount {
+				a.agg.SharedCount = b.agg
+				break
 			}
 		}
 	}

@@ -158,6 +158,11 @@ type Aggregate struct {
 	// post-processing (derive.go): it takes no share of the budget and has
 	// no result columns of its own (its columns stay -1).
 	FromSum, FromCount, FromVariance *Aggregate
+	// SharedCount (AggAvg, AggVariance not derived): a COUNT(x) of the same
+	// argument over the same rows in the query, whose released value is
+	// the aggregate's count (derive.go): it has no count column or noised
+	// count of its own.
+	SharedCount *Aggregate
 	// AllRows is set for COUNT(*) without FILTER: it counts every bounded
 	// row of its group, so it is at least 1 in any group the rewritten
 	// query returns.

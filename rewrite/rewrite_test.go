@@ -128,6 +128,9 @@ func renderPlan(b *strings.Builder, p *Plan) {
 		if a.FromSum != nil {
 			fmt.Fprintf(b, " from=%s/%s", a.FromSum.Text, a.FromCount.Text)
 		}
+		if a.SharedCount != nil {
+			fmt.Fprintf(b, " count_from=%s", a.SharedCount.Text)
+		}
 		if a.FromVariance != nil {
 			fmt.Fprintf(b, " from=sqrt(%s)", a.FromVariance.Text)
 		}

@@ -258,16 +258,24 @@ func (t *template) aggregate(i int, pa plannedAgg) error {
 		t.perUnits = append(t.perUnits, s)
 		t.put(agg.SumCol, scaled(s))
 	case AggAvg:
-		t.inner = append(t.inner, "sum("+vSum+")"+filter+" AS "+s, "count("+col+")"+filter+" AS "+c)
-		t.perUnits = append(t.perUnits, s, c)
+		t.inner = append(t.inner, "sum("+vSum+")"+filter+" AS "+s)
+		t.perUnits = append(t.perUnits, s)
 		t.put(agg.SumCol, scaled(s))
-		t.put(agg.CountCol, scaled(c))
+		if agg.SharedCount == nil { // else the COUNT's column (derive.go)
+			t.inner = append(t.inner, "count("+col+")"+filter+" AS "+c)
+			t.perUnits = append(t.perUnits, c)
+			t.put(agg.CountCol, scaled(c))
+		}
 	case AggVariance:
 		mid := numLit((agg.Lower + agg.Upper) / 2)
 		d := "(" + v + " - " + mid + ")"
-		t.inner = append(t.inner, "count("+col+")"+filter+" AS "+c, "sum"+d+filter+" AS "+s, "sum("+d+" * "+d+")"+filter+" AS "+q)
-		t.perUnits = append(t.perUnits, c, s, q)
-		t.put(agg.CountCol, scaled(c))
+		if agg.SharedCount == nil { // else the COUNT's column (derive.go)
+			t.inner = append(t.inner, "count("+col+")"+filter+" AS "+c)
+			t.perUnits = append(t.perUnits, c)
+			t.put(agg.CountCol, scaled(c))
+		}
+		t.inner = append(t.inner, "sum"+d+filter+" AS "+s, "sum("+d+" * "+d+")"+filter+" AS "+q)
+		t.perUnits = append(t.perUnits, s, q)
 		t.put(agg.SumCol, scaled(s))
 		t.put(agg.SumSqCol, scaled(q))
 	case AggQuantile:
