@@ -9,8 +9,9 @@ package rewrite
 //
 //   - AVG(x) FILTER (f) is SUM(x) FILTER (f) / COUNT(x) FILTER (f) when
 //     the query asks for both and x's bounds hold zero (lower ≤ 0 ≤
-//     upper). COUNT(*) does not qualify: it also counts the rows where x
-//     is NULL, which AVG skips. The bounds: a noised AVG centres its sum
+//     upper). COUNT(*) FILTER (f) qualifies only when x is a column of
+//     the private table declared NOT NULL (Options.NotNull): otherwise it
+//     also counts the rows where x is NULL, which AVG skips. The bounds: a noised AVG centres its sum
 //     on the middle of the bounds (noise ∝ (upper − lower)/2), a SUM
 //     cannot (noise ∝ max(|lower|, |upper|)); with lower ≤ 0 ≤ upper the
 //     SUM's noise is at most twice the centred one's and, as the SUM and
@@ -51,6 +52,29 @@ func (p *planner) derive() error {
 		return a.arg != nil && b.arg != nil && texts[i] == texts[j] &&
 			(a.filter == nil) == (b.filter == nil)
 	}
+	// countsSame reports whether aggregate j is a COUNT of the rows
+	// aggregate i reads: COUNT(x) of the same argument and FILTER, or
+	// COUNT(*) with the same FILTER when x is a column of the private
+	// table declared NOT NULL (the private table is never on the nullable
+	// side of a join, so its columns are never NULL-extended).
+	countsSame := func(i, j int) bool {
+		a, b := p.aggs[i], p.aggs[j]
+		if b.agg.Kind != AggCount {
+			return false
+		}
+		if same(i, j) {
+			return true
+		}
+		if b.arg != nil || a.arg == nil || texts[i].filter != texts[j].filter || (a.filter == nil) != (b.filter == nil) {
+			return false
+		}
+		ref := a.arg.GetColumnRef()
+		if ref == nil {
+			return false
+		}
+		c, err := p.column(ref)
+		return err == nil && c.private && p.a.opts.NotNull[p.table.QualifiedName()+"."+c.name]
+	}
 	for i, a := range p.aggs {
 		switch {
 		case a.agg.Kind == AggVariance && a.agg.Stddev:
@@ -68,14 +92,11 @@ func (p *planner) derive() error {
 		case a.agg.Kind == AggAvg:
 			var sum, count *Aggregate
 			for j, b := range p.aggs {
-				if !same(i, j) {
-					continue
-				}
 				switch {
-				case b.agg.Kind == AggSum && b.agg.Lower == a.agg.Lower && b.agg.Upper == a.agg.Upper && sum == nil &&
+				case same(i, j) && b.agg.Kind == AggSum && b.agg.Lower == a.agg.Lower && b.agg.Upper == a.agg.Upper && sum == nil &&
 					a.agg.Lower <= 0 && a.agg.Upper >= 0:
 					sum = b.agg
-				case b.agg.Kind == AggCount && count == nil:
+				case countsSame(i, j) && count == nil:
 					count = b.agg
 				}
 			}
@@ -87,7 +108,7 @@ func (p *planner) derive() error {
 			continue
 		}
 		for j, b := range p.aggs {
-			if same(i, j) && b.agg.Kind == AggCount {
+			if countsSame(i, j) {
 				a.agg.SharedCount = b.agg
 				break
 			}
@@ -95,3 +116,12 @@ func (p *planner) derive() error {
 	}
 	return nil
 }
+
+// NotNullSQL reads the columns declared NOT NULL of the tables named by
+// $1 ("schema.table"), as Options.NotNull wants them: one row per column,
+// "schema.table.column".
+const NotNullSQL = `SELECT n.nspname || '.' || c.relname || '.' || a.attname
+FROM pg_catalog.pg_attribute a
+JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname || '.' || c.relname = ANY($1) AND a.attnum > 0 AND NOT a.attisdropped AND a.attnotnull`

@@ -33,7 +33,9 @@ func newTestAnalyzer(t testing.TB) *Analyzer {
 	}
 	// The demo's amount is numeric(10,2); discount is left unconstrained.
 	return New(cfg, Options{Relations: testRelations, ColumnTypes: testColumnTypes, Database: "shop",
-		NumericTypmods: map[string][2]int{"public.orders.amount": {10, 2}}})
+		NumericTypmods: map[string][2]int{"public.orders.amount": {10, 2}},
+		// amount is NOT NULL, as in the demo and e2e schema (internal/demo/schema.sql).
+		NotNull: map[string]bool{"public.orders.amount": true}})
 }
 
 var kindNames = map[Kind]string{

@@ -15,21 +15,28 @@ import (
 // elements), in field order. Node wrappers are messages too, so a walk over
 // children reaches every node of a parse tree whatever its type: a new node
 // type in pg_query cannot hide a relation or a function call from the checks.
+//
+// The fields are visited in their declared order, not with m.Range: protobuf
+// randomizes Range's order per binary, so a walk that stops at its first
+// finding (a refusal's position) gave different answers in different
+// builds (refuse_intersect's position changed with unrelated code).
 func children(m protoreflect.Message, skip protoreflect.Name, visit func(protoreflect.Message)) {
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if fd.Name() == skip || fd.Message() == nil || fd.IsMap() {
-			return true
+	fds := m.Descriptor().Fields()
+	for i := 0; i < fds.Len(); i++ {
+		fd := fds.Get(i)
+		if fd.Name() == skip || fd.Message() == nil || fd.IsMap() || !m.Has(fd) {
+			continue
 		}
+		v := m.Get(fd)
 		if fd.IsList() {
 			l := v.List()
 			for i := 0; i < l.Len(); i++ {
 				visit(l.Get(i).Message())
 			}
-			return true
+			continue
 		}
 		visit(v.Message())
-		return true
-	})
+	}
 }
 
 // walk visits m and everything below it, pre-order. fn returns false to

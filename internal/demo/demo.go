@@ -144,7 +144,7 @@ type Query struct{ SQL, Note string }
 // Queries are the tour's three example queries.
 var Queries = []Query{
 	{"SELECT region, count(*), sum(amount), avg(amount) FROM orders GROUP BY region;",
-		"all four regions appear (their values are public); the numbers are noisy, and the NOTICE gives the charge and each column's 95% error, e.g. count: ±289 (95%)"},
+		"all four regions appear (their values are public); the numbers are noisy, and the NOTICE gives the charge and each column's 95% error, e.g. count: ±193 (95%)"},
 	{"SELECT channel, count(*) FROM orders GROUP BY channel;",
 		"'phone' is missing: one customer uses it, and partition selection hides keys held by too few people"},
 	{"SELECT count(DISTINCT customer_id) FROM orders WHERE amount > 100;",
