@@ -378,12 +378,16 @@ func TestDesignExamplePlan(t *testing.T) {
 	want := []struct {
 		kind          AggKind
 		sumCol, count int
-	}{{AggCount, -1, 2}, {AggSum, 3, -1}, {AggAvg, 4, 5}}
+	}{{AggCount, -1, 2}, {AggSum, 3, -1}, {AggAvg, -1, -1}}
 	for i, w := range want {
 		g := p.Aggregates[i]
 		if g.Kind != w.kind || g.SumCol != w.sumCol || g.CountCol != w.count {
 			t.Errorf("aggregate %d = %+v, want kind %v sum %d count %d", i, g, w.kind, w.sumCol, w.count)
 		}
+	}
+	// amount is NOT NULL: avg is the released sum over the released count(*).
+	if a := p.Aggregates[2]; a.FromSum != p.Aggregates[1] || a.FromCount != p.Aggregates[0] {
+		t.Errorf("avg derived from %v / %v, want sum(amount) / count(*)", a.FromSum, a.FromCount)
 	}
 	for _, frag := range []string{
 		"least(greatest((amount)::numeric, 0), 500)",
