@@ -46,7 +46,14 @@ func (c *counter) Release(m noise.Mechanism, _ io.Reader, g *Group) (float64, er
 }
 
 func (c *counter) Bound(name string, m noise.Mechanism) string {
-	return fmt.Sprintf("%s: ±%s (95%%)", name, humanBound(c.count.errorBound(m)))
+	return fmt.Sprintf("%s: ±%s (95%%)", name, barText(c.bar(m)))
+}
+
+// bar is the 95% bound of the released count: the noise's, plus 0.5 for
+// the rounding to an integer (the bounded count itself need not be an
+// integer: rows above max_rows_per_unit are scaled down).
+func (c *counter) bar(m noise.Mechanism) float64 {
+	return c.count.errorBound(m) + 0.5
 }
 
 func (c *counter) Explain(name string, m noise.Mechanism) []string {

@@ -79,11 +79,20 @@ func (s *Spec) ExplainSpec(names []string) []string {
 	add("DP query over %s, privacy unit %s, mechanism %s", plan.Table.QualifiedName(), plan.Table.PrivacyUnit, s.mech.Name())
 	add("Contribution bounds: at most %d rows per unit per group, at most %d group(s) per unit", plan.MaxRows, plan.MaxGroups)
 	lines = append(lines, s.explainBias())
-	shares := len(plan.Aggregates)
+	noised := 0 // derived aggregates (derived.go) take no share
+	for _, a := range plan.Aggregates {
+		if !a.Derived() {
+			noised++
+		}
+	}
+	shares := noised
 	if plan.PartitionSelection {
 		shares++
 	}
-	split := fmt.Sprintf("ε split in %d equal share(s): %d aggregate(s)", shares, len(plan.Aggregates))
+	split := fmt.Sprintf("ε split in %d equal share(s): %d aggregate(s)", shares, noised)
+	if noised < len(plan.Aggregates) {
+		split += fmt.Sprintf(" (%d more derived from them, free)", len(plan.Aggregates)-noised)
+	}
 	if plan.PartitionSelection {
 		split += " and partition selection"
 	}

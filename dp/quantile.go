@@ -81,8 +81,8 @@ func (q *quantile) Release(_ noise.Mechanism, rnd io.Reader, g *Group) (float64,
 }
 
 func (q *quantile) Bound(name string, _ noise.Mechanism) string {
-	return fmt.Sprintf("%s: exponential mechanism over %d buckets of width %s, the answer the chosen bucket's middle (ε=%s per group)", name,
-		q.a.Buckets, humanBound((q.a.Upper-q.a.Lower)/float64(q.a.Buckets)), formatNum(q.eps))
+	return fmt.Sprintf("%s: exponential mechanism over %d buckets of width %s, the answer the chosen bucket's middle (ε=%s per group); %s", name,
+		q.a.Buckets, humanBound((q.a.Upper-q.a.Lower)/float64(q.a.Buckets)), formatNum(q.eps), quantileBarWords(q.a, q.eps, q.sensitivity))
 }
 
 func (q *quantile) Explain(name string, _ noise.Mechanism) []string {

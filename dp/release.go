@@ -84,13 +84,9 @@ func (s *Spec) Release(cols []Column, rows [][][]byte) (*Answer, error) {
 	out := make([]outRow, 0, len(groups))
 	for gi := range groups {
 		g := &groups[gi]
-		noisy := make([]float64, len(plan.Aggregates))
-		for i, ag := range s.aggs {
-			v, err := ag.Release(s.mech, s.rnd, g)
-			if err != nil {
-				return nil, err
-			}
-			noisy[i] = v
+		noisy, err := s.noisyRow(g, cols) // derived.go
+		if err != nil {
+			return nil, err
 		}
 		row := outRow{vals: make([][]byte, len(plan.Outputs)), nums: make([]float64, len(plan.Outputs))}
 		for i, o := range plan.Outputs {
@@ -104,6 +100,10 @@ func (s *Spec) Release(cols []Column, rows [][][]byte) (*Answer, error) {
 				continue
 			}
 			idx := aggIndex(plan, o.Agg)
+			if math.IsNaN(noisy[idx]) { // NULL: an AVG over a released count of 0
+				row.nums[i] = math.NaN()
+				continue
+			}
 			_, count := s.aggs[idx].(integral)
 			row.vals[i], row.nums[i] = encodeNoisy(noisy[idx], cols[i].Type, count)
 		}

@@ -29,9 +29,13 @@ type Spec struct {
 // a Spec is returned only when every part (Parts) is one the sampler
 // accepts.
 func NewSpec(plan *rewrite.Plan, p Privacy) (*Spec, error) {
-	pure := 0
+	pure, derived := 0, 0
 	kinds := make([]kindInfo, len(plan.Aggregates))
 	for i, a := range plan.Aggregates {
+		if a.Derived() {
+			derived++ // derived.go: post-processing, no share
+			continue
+		}
 		k, ok := registry[a.Kind]
 		if !ok {
 			return nil, internal("unknown aggregate kind %d", a.Kind)
@@ -42,7 +46,7 @@ func NewSpec(plan *rewrite.Plan, p Privacy) (*Spec, error) {
 		kinds[i] = k
 	}
 	gaussian := p.gaussian()
-	perAgg, sel, total := sensitivity.SplitWith(p.epsilon, p.delta, len(plan.Aggregates), pure, plan.PartitionSelection, gaussian)
+	perAgg, sel, total := sensitivity.SplitWith(p.epsilon, p.delta, len(plan.Aggregates)-derived, pure, plan.PartitionSelection, gaussian)
 	s := &Spec{plan: plan, privacy: p, mech: p.mech, total: total, rnd: rand.Reader}
 	l0 := plan.MaxGroups
 	if plan.PartitionSelection {
@@ -52,12 +56,25 @@ func NewSpec(plan *rewrite.Plan, p Privacy) (*Spec, error) {
 		}
 	}
 	params := Params{L0: l0, MaxRows: plan.MaxRows, Share: perAgg, Mech: s.mech}
+	s.aggs = make([]Aggregator, len(plan.Aggregates))
 	for i, a := range plan.Aggregates {
+		if a.Derived() {
+			continue
+		}
 		ag, err := kinds[i].new(a, params)
 		if err != nil {
 			return nil, err
 		}
-		s.aggs = append(s.aggs, ag)
+		s.aggs[i] = ag
+	}
+	for i, a := range plan.Aggregates {
+		if a.Derived() {
+			ag, err := s.newDerived(a)
+			if err != nil {
+				return nil, err
+			}
+			s.aggs[i] = ag
+		}
 	}
 	return s, nil
 }

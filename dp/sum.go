@@ -53,7 +53,7 @@ func (s *sum) Release(m noise.Mechanism, _ io.Reader, g *Group) (float64, error)
 }
 
 func (s *sum) Bound(name string, m noise.Mechanism) string {
-	return fmt.Sprintf("%s: ±%s (95%%)", name, humanBound(s.sum.errorBound(m)))
+	return fmt.Sprintf("%s: ±%s (95%%)", name, barText(s.sum.errorBound(m)))
 }
 
 func (s *sum) Explain(name string, m noise.Mechanism) []string {

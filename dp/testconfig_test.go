@@ -23,5 +23,7 @@ func newTestAnalyzer(t testing.TB) *rewrite.Analyzer {
 	// The database and numeric typmods as rewrite's tests have them
 	// (rewrite/rewrite_test.go, newTestAnalyzer).
 	return rewrite.New(cfg, rewrite.Options{Relations: relations, ColumnTypes: types, Database: "shop",
-		NumericTypmods: map[string][2]int{"public.orders.amount": {10, 2}}})
+		NumericTypmods: map[string][2]int{"public.orders.amount": {10, 2}},
+		// amount is NOT NULL, as in the demo and e2e schema (internal/demo/schema.sql).
+		NotNull: map[string]bool{"public.orders.amount": true}})
 }

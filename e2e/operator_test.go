@@ -152,23 +152,21 @@ func TestExplainDPShowsEveryColumnAndChargesNothing(t *testing.T) {
 	conn, _ := noticeConn(t, addr, "op_explain")
 	before := showBudget(t, conn)
 
-	// Three aggregates, public keys: no partition selection, ε/3 each, δ 0.
+	// Three aggregates, public keys: no partition selection, δ 0; amount
+	// is NOT NULL, so avg is sum/count (free) and count and sum get ε/2.
 	lines := explainLines(t, conn, "EXPLAIN DP SELECT region, count(*), sum(amount), avg(amount) FROM orders GROUP BY region")
 	text := strings.Join(lines, "\n")
-	third := formatFloat(1.0 / 3)
-	sixth := formatFloat(1.0 / 6)
+	half := formatFloat(0.5)
 	want := []string{
 		"DP query over public.orders, privacy unit customer_id, mechanism laplace",
 		"Contribution bounds: at most 8 rows per unit per group, at most 4 group(s) per unit",
-		"Charge: ε=1 δ=0 (of the session's ε=1 δ=0.0000001; ε split in 3 equal share(s): 3 aggregate(s))",
+		"Charge: ε=1 δ=0 (of the session's ε=1 δ=0.0000001; ε split in 2 equal share(s): 2 aggregate(s) (1 more derived from them, free))",
 		"Column region: group key with public values: all 4 are released",
-		fmt.Sprintf("Column count (count): laplace, sensitivity L0=4 L∞=8, ε=%s δ=0, noise scale b=%s", third, formatFloat(96)),
-		"95% error ±" + laplaceBound(4, 8, 1.0/3),
-		fmt.Sprintf("Column sum (sum): laplace, sensitivity L0=4 L∞=4000, ε=%s δ=0", third),
-		"95% error ±" + laplaceBound(4, 4000, 1.0/3),
-		fmt.Sprintf("Column avg (avg, count part): laplace, sensitivity L0=4 L∞=8, ε=%s", sixth),
-		fmt.Sprintf("Column avg (avg, centred sum part): laplace, sensitivity L0=4 L∞=2000, ε=%s", sixth),
-		"Column avg: released as the middle of the bounds plus noisy centred sum / noisy count, clamped to [0, 500]",
+		fmt.Sprintf("Column count (count): laplace, sensitivity L0=4 L∞=8, ε=%s δ=0, noise scale b=%s", half, formatFloat(64)),
+		"95% error ±" + laplaceBound(4, 8, 0.5),
+		fmt.Sprintf("Column sum (sum): laplace, sensitivity L0=4 L∞=4000, ε=%s δ=0", half),
+		"95% error ±" + laplaceBound(4, 4000, 0.5),
+		"Column avg (avg): derived as sum(amount) / count(*) of the released values (post-processing, no budget of its own",
 		"Budget left after this query: ε=9 δ=0.00001 (now ε=10 δ=0.00001)",
 		"Rewritten SQL ($1 is a fresh secret seed per execution):",
 		"dp_per_unit",
@@ -226,7 +224,7 @@ func TestNoticeGivesErrorBoundsAndCanBeSilenced(t *testing.T) {
 	}
 	// No GROUP BY: each person touches one group (L0 = 1); two aggregates.
 	want := fmt.Sprintf("dp: count: ±%s (95%%), sum: ±%s (95%%); charged ε=1 δ=0, remaining ε=9 δ=0.00001",
-		laplaceBound(1, 8, 0.5), laplaceBound(1, 4000, 0.5))
+		noticeBar(1, 8, 0.5, 0.5), noticeBar(1, 4000, 0.5, 0))
 	if len(*notices) != 1 || (*notices)[0] != want {
 		t.Fatalf("NOTICE = %q, want [%q]", *notices, want)
 	}
@@ -235,7 +233,7 @@ func TestNoticeGivesErrorBoundsAndCanBeSilenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantRepeat := fmt.Sprintf("dp: count: ±%s (95%%), sum: ±%s (95%%); repeated query: the earlier noisy answer, nothing charged",
-		laplaceBound(1, 8, 0.5), laplaceBound(1, 4000, 0.5))
+		noticeBar(1, 8, 0.5, 0.5), noticeBar(1, 4000, 0.5, 0))
 	if len(*notices) != 2 || (*notices)[1] != wantRepeat {
 		t.Fatalf("NOTICE of the repeat = %q, want %q", *notices, wantRepeat)
 	}
@@ -244,7 +242,7 @@ func TestNoticeGivesErrorBoundsAndCanBeSilenced(t *testing.T) {
 	if _, err := conn.Exec(ctx, "SELECT avg(amount) FROM orders"); err != nil {
 		t.Fatal(err)
 	}
-	if got := (*notices)[2]; !regexp.MustCompile(`^dp: avg: ±[0-9.]+/n \(95%; n = rows in the group, itself ±[0-9.]+\); charged ε=1 δ=0, remaining ε=8 δ=0.00001$`).MatchString(got) {
+	if got := (*notices)[2]; !regexp.MustCompile(`^dp: avg: ±[0-9.]+/\(n−[0-9.]+\) \(95%; n = rows in the group\); charged ε=1 δ=0, remaining ε=8 δ=0.00001$`).MatchString(got) {
 		t.Errorf("NOTICE of avg = %q", got)
 	}
 

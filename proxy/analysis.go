@@ -58,7 +58,11 @@ func AnalyzerOptions(ctx context.Context, q querier, cfg *conf.Config) (rewrite.
 	if err != nil {
 		return rewrite.Options{}, fmt.Errorf("proxy: reading the tables' numeric precisions: %w", err)
 	}
-	return rewrite.Options{CatalogColumns: cols, ColumnTypes: types, Relations: rels, Database: db, NumericTypmods: typmods}, nil
+	notNull, err := notNullColumns(ctx, q, cfg) // notnull.go
+	if err != nil {
+		return rewrite.Options{}, fmt.Errorf("proxy: reading the tables' NOT NULL columns: %w", err)
+	}
+	return rewrite.Options{CatalogColumns: cols, ColumnTypes: types, Relations: rels, Database: db, NumericTypmods: typmods, NotNull: notNull}, nil
 }
 
 // numericTypmods reads the declared precision and scale of the configured

@@ -97,6 +97,7 @@ func (p *planner) aggregate(fc *pg_query.FuncCall) (agg *Aggregate, arg, filter 
 			return nil, nil, nil, reject(pgerr.SyntaxError, fc.Location, "%s(*) is not an aggregate", name)
 		}
 		agg.Kind = AggCount
+		agg.AllRows = filter == nil
 		return agg, nil, filter, nil
 	}
 	argNode := (*pg_query.Node)(nil)

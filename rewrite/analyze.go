@@ -55,6 +55,11 @@ type Options struct {
 	// magnitude is bounded by its type, which makes arithmetic on it in a
 	// condition total when it cannot overflow (condarith.go).
 	NumericTypmods map[string][2]int
+	// NotNull names the configured tables' columns declared NOT NULL
+	// ("schema.table.column"), read at start (NotNullSQL): COUNT(*) of a
+	// private table's rows then counts the same rows as COUNT(col), and an
+	// AVG(col) may be derived from it (derive.go).
+	NotNull map[string]bool
 }
 
 // Analyzer classifies and rewrites SQL against one configuration. It holds

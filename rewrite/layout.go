@@ -75,7 +75,13 @@ func (p *planner) layout(plan *Plan) error {
 		if a.agg.Kind == AggCountDistinct {
 			plan.DistinctValues = true
 		}
+		if a.agg.Derived() {
+			continue // derive.go: computed from other aggregates' released values
+		}
 		for _, part := range aggParts(a.agg.Kind) {
+			if part == partCount && a.agg.SharedCount != nil {
+				continue // derive.go: the COUNT's column
+			}
 			*a.agg.col(part) = next
 			next++
 		}

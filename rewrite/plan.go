@@ -151,6 +151,29 @@ type Aggregate struct {
 	// MaxDistinct (AggCountDistinct) is how many distinct values one unit
 	// may add to a group: min(max_rows_per_unit, number of public values).
 	MaxDistinct int64
+	// FromSum and FromCount (AggAvg), FromVariance (AggVariance with
+	// Stddev): set when the query also asks for a SUM and COUNT, or a
+	// VARIANCE, of the same argument over the same rows (same FILTER). The
+	// aggregate is then derived from their released values as
+	// post-processing (derive.go): it takes no share of the budget and has
+	// no result columns of its own (its columns stay -1).
+	FromSum, FromCount, FromVariance *Aggregate
+	// SharedCount (AggAvg, AggVariance not derived): a COUNT(x) of the same
+	// argument over the same rows in the query, whose released value is
+	// the aggregate's count (derive.go): it has no count column or noised
+	// count of its own.
+	SharedCount *Aggregate
+	// AllRows is set for COUNT(*) without FILTER: it counts every bounded
+	// row of its group, so it is at least 1 in any group the rewritten
+	// query returns.
+	AllRows bool
+}
+
+// Derived reports whether the aggregate is computed from other released
+// aggregates (FromSum and FromCount, or FromVariance) instead of being
+// noised itself.
+func (a *Aggregate) Derived() bool {
+	return a.FromSum != nil || a.FromVariance != nil
 }
 
 // GroupKey is one GROUP BY key of the original query.

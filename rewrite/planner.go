@@ -157,6 +157,9 @@ func (a *Analyzer) planSelect(sel *pg_query.SelectStmt, refs []*relRef, minParam
 	if err := p.tot.finish(plan); err != nil {
 		return nil, err
 	}
+	if err := p.derive(); err != nil { // derive.go
+		return nil, err
+	}
 	if err := p.layout(plan); err != nil { // layout.go
 		return nil, err
 	}

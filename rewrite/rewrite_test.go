@@ -33,7 +33,9 @@ func newTestAnalyzer(t testing.TB) *Analyzer {
 	}
 	// The demo's amount is numeric(10,2); discount is left unconstrained.
 	return New(cfg, Options{Relations: testRelations, ColumnTypes: testColumnTypes, Database: "shop",
-		NumericTypmods: map[string][2]int{"public.orders.amount": {10, 2}}})
+		NumericTypmods: map[string][2]int{"public.orders.amount": {10, 2}},
+		// amount is NOT NULL, as in the demo and e2e schema (internal/demo/schema.sql).
+		NotNull: map[string]bool{"public.orders.amount": true}})
 }
 
 var kindNames = map[Kind]string{
@@ -127,6 +129,15 @@ func renderPlan(b *strings.Builder, p *Plan) {
 			fmt.Fprintf(b, " hist_col=%d quantile=%v discrete=%v buckets=%d", a.HistCol, a.Quantile, a.Discrete, a.Buckets)
 		case AggCountDistinct:
 			fmt.Fprintf(b, " max_distinct=%d", a.MaxDistinct)
+		}
+		if a.FromSum != nil {
+			fmt.Fprintf(b, " from=%s/%s", a.FromSum.Text, a.FromCount.Text)
+		}
+		if a.SharedCount != nil {
+			fmt.Fprintf(b, " count_from=%s", a.SharedCount.Text)
+		}
+		if a.FromVariance != nil {
+			fmt.Fprintf(b, " from=sqrt(%s)", a.FromVariance.Text)
 		}
 		fmt.Fprintf(b, " text=%s\n", a.Text)
 	}
@@ -370,12 +381,16 @@ func TestDesignExamplePlan(t *testing.T) {
 	want := []struct {
 		kind          AggKind
 		sumCol, count int
-	}{{AggCount, -1, 2}, {AggSum, 3, -1}, {AggAvg, 4, 5}}
+	}{{AggCount, -1, 2}, {AggSum, 3, -1}, {AggAvg, -1, -1}}
 	for i, w := range want {
 		g := p.Aggregates[i]
 		if g.Kind != w.kind || g.SumCol != w.sumCol || g.CountCol != w.count {
 			t.Errorf("aggregate %d = %+v, want kind %v sum %d count %d", i, g, w.kind, w.sumCol, w.count)
 		}
+	}
+	// amount is NOT NULL: avg is the released sum over the released count(*).
+	if a := p.Aggregates[2]; a.FromSum != p.Aggregates[1] || a.FromCount != p.Aggregates[0] {
+		t.Errorf("avg derived from %v / %v, want sum(amount) / count(*)", a.FromSum, a.FromCount)
 	}
 	for _, frag := range []string{
 		"least(greatest((amount)::numeric, 0), 500)",

@@ -103,6 +103,9 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 		t.outer[plan.UnitsCol] = "count(*) AS dp_units"
 	}
 	for i, pa := range p.aggs {
+		if pa.agg.Derived() {
+			continue // derive.go: no columns of its own
+		}
 		if err := t.aggregate(i, pa); err != nil {
 			return "", err
 		}
@@ -255,16 +258,24 @@ func (t *template) aggregate(i int, pa plannedAgg) error {
 		t.perUnits = append(t.perUnits, s)
 		t.put(agg.SumCol, scaled(s))
 	case AggAvg:
-		t.inner = append(t.inner, "sum("+vSum+")"+filter+" AS "+s, "count("+col+")"+filter+" AS "+c)
-		t.perUnits = append(t.perUnits, s, c)
+		t.inner = append(t.inner, "sum("+vSum+")"+filter+" AS "+s)
+		t.perUnits = append(t.perUnits, s)
 		t.put(agg.SumCol, scaled(s))
-		t.put(agg.CountCol, scaled(c))
+		if agg.SharedCount == nil { // else the COUNT's column (derive.go)
+			t.inner = append(t.inner, "count("+col+")"+filter+" AS "+c)
+			t.perUnits = append(t.perUnits, c)
+			t.put(agg.CountCol, scaled(c))
+		}
 	case AggVariance:
 		mid := numLit((agg.Lower + agg.Upper) / 2)
 		d := "(" + v + " - " + mid + ")"
-		t.inner = append(t.inner, "count("+col+")"+filter+" AS "+c, "sum"+d+filter+" AS "+s, "sum("+d+" * "+d+")"+filter+" AS "+q)
-		t.perUnits = append(t.perUnits, c, s, q)
-		t.put(agg.CountCol, scaled(c))
+		if agg.SharedCount == nil { // else the COUNT's column (derive.go)
+			t.inner = append(t.inner, "count("+col+")"+filter+" AS "+c)
+			t.perUnits = append(t.perUnits, c)
+			t.put(agg.CountCol, scaled(c))
+		}
+		t.inner = append(t.inner, "sum"+d+filter+" AS "+s, "sum("+d+" * "+d+")"+filter+" AS "+q)
+		t.perUnits = append(t.perUnits, s, q)
 		t.put(agg.SumCol, scaled(s))
 		t.put(agg.SumSqCol, scaled(q))
 	case AggQuantile:

@@ -15,21 +15,41 @@ import (
 // elements), in field order. Node wrappers are messages too, so a walk over
 // children reaches every node of a parse tree whatever its type: a new node
 // type in pg_query cannot hide a relation or a function call from the checks.
+//
+// The fields are visited in the order of their numbers, not as m.Range
+// gives them: protobuf randomizes Range's order per binary, so a walk
+// that stops at its first finding (a refusal's position) gave different
+// answers in different builds (refuse_intersect's position changed with
+// unrelated code).
+//
+// A Node is a oneof of hundreds of fields, one of them set: it is read
+// with WhichOneof rather than by asking each field.
 func children(m protoreflect.Message, skip protoreflect.Name, visit func(protoreflect.Message)) {
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if fd.Name() == skip || fd.Message() == nil || fd.IsMap() {
-			return true
+	md := m.Descriptor()
+	one := func(fd protoreflect.FieldDescriptor) {
+		if fd == nil || fd.Name() == skip || fd.Message() == nil || fd.IsMap() {
+			return
 		}
+		v := m.Get(fd)
 		if fd.IsList() {
 			l := v.List()
 			for i := 0; i < l.Len(); i++ {
 				visit(l.Get(i).Message())
 			}
-			return true
+			return
 		}
 		visit(v.Message())
-		return true
-	})
+	}
+	fds := md.Fields()
+	if ods := md.Oneofs(); ods.Len() == 1 && ods.Get(0).Fields().Len() == fds.Len() {
+		one(m.WhichOneof(ods.Get(0)))
+		return
+	}
+	for i := 0; i < fds.Len(); i++ {
+		if fd := fds.Get(i); m.Has(fd) {
+			one(fd)
+		}
+	}
 }
 
 // walk visits m and everything below it, pre-order. fn returns false to

@@ -1,0 +1,2 @@
+-- intent: avg is derived only from a sum and count with the same FILTER: avg(amount) FILTER (WHERE amount > 10) has no such sum, so it is noised itself but divides by the released count(amount) FILTER (WHERE amount > 10); avg(amount) is sum(amount)/count(*), as amount is NOT NULL
+SELECT count(*), count(amount) FILTER (WHERE amount > 10), sum(amount), avg(amount) FILTER (WHERE amount > 10), avg(amount) FROM orders
