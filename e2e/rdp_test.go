@@ -1,9 +1,15 @@
 package e2e
 
 import (
+	"fmt"
 	"math"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dpproxy/dpproxy/budget"
 	"github.com/dpproxy/dpproxy/conf"
@@ -130,5 +136,74 @@ func TestRDPRecordsEveryRelease(t *testing.T) {
 	}
 	if n := ledgerText(t, `SELECT count(*)::text FROM dpproxy.budgets WHERE analyst = $1 AND rdp_through IS NOT NULL AND rdp_spent[array_length(rdp_spent, 1)] = 'Infinity'`, analyst); n != "1" {
 		t.Errorf("the analyst's Rényi sums are not stored (or the ∞ order of a Gaussian release is finite)")
+	}
+}
+
+// TestRDPExplainAndNoticeAgree: EXPLAIN DP's "N queries like this one fit,
+// this one included" and, once the query ran, the NOTICE's "M more fit"
+// come from one charge (proxy/answer.go, chargeOf): M = N − 1. EXPLAIN DP
+// used to count a charge without its releases, which the rdp accountant
+// reads as one pure (ε, δ) release: 10 fit where 14 do (a GROUP BY over 4
+// public regions, whose Laplace releases compose below ε each).
+func TestRDPExplainAndNoticeAgree(t *testing.T) {
+	const analyst = "e2e_rdp_agree"
+	yaml := procConfig("127.0.0.1:0", analyst, 10).Merge("{accounting: ~}", "privacy").
+		Set("{public_values: [north, south, east, west]}", "tables", "public.orders", "columns", "region").String()
+	cfg := configFor(t, yaml, map[string]string{"E2E_PROC_PW": procPassword})
+	_, addr, _ := startProxyWith(t, cfg)
+	cc, err := pgx.ParseConfig(fmt.Sprintf("postgres://%s:%s@%s/shop?sslmode=disable", analyst, procPassword, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	var details []string
+	cc.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { details = append(details, n.Detail) }
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	const q = "SELECT region, count(*) FROM orders GROUP BY region"
+	var plan []string
+	rows, err := conn.Query(ctx, "EXPLAIN DP "+q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, l)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	fit := regexp.MustCompile(`(\d+) quer(?:y|ies) like this one fits?, this one included`)
+	var n int
+	for _, l := range plan {
+		if m := fit.FindStringSubmatch(l); m != nil {
+			n, _ = strconv.Atoi(m[1])
+		}
+	}
+	if n == 0 {
+		t.Fatalf("EXPLAIN DP says nothing of how many fit:\n%s", strings.Join(plan, "\n"))
+	}
+	if _, err := conn.Exec(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	more := regexp.MustCompile(`(\d+) more quer(?:y|ies) like this one fits?`)
+	var m []string
+	for _, d := range details {
+		if m = more.FindStringSubmatch(d); m != nil {
+			break
+		}
+	}
+	if m == nil {
+		t.Fatalf("the NOTICE's DETAIL says nothing of how many more fit: %q", details)
+	}
+	t.Logf("EXPLAIN DP: %d fit; NOTICE: %s more", n, m[1])
+	if got, _ := strconv.Atoi(m[1]); got != n-1 {
+		t.Errorf("EXPLAIN DP said %d fit (this one included), the NOTICE after it %d more: one of them counts another charge", n, got)
 	}
 }

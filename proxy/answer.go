@@ -130,19 +130,13 @@ func (ss *session) storeAnswer(ctx context.Context, cl *budget.Claim, key budget
 	return nil
 }
 
-// charge is what a query costs the analyst: its (ε, δ) for basic
-// composition and its zCDP cost (dp.Spec.Cost), which the ledger uses
-// under privacy.accounting: zcdp.
+// charge is what a query costs the analyst (dp.Spec.Cost).
 func (ss *session) charge(st *rewrite.Statement, spec *dp.Spec) (budget.Charge, error) {
 	c, err := spec.Cost()
 	if err != nil {
 		return budget.Charge{}, err
 	}
-	return budget.Charge{
-		Analyst: ss.user.Name, Epsilon: c.Epsilon, Delta: c.Delta,
-		Rho: c.Rho, DeltaApprox: c.DeltaApprox, Releases: c.Releases, Fingerprint: st.Fingerprint,
-		Tables: planTables(st.Plan), // tables.go
-	}, nil
+	return ss.chargeOf(st.Plan, c, st.Fingerprint), nil
 }
 
 // unionCharge is what a UNION ALL of DP queries costs: the sum of its
@@ -152,9 +146,18 @@ func (ss *session) unionCharge(st *rewrite.Statement, u *dp.Union) (budget.Charg
 	if err != nil {
 		return budget.Charge{}, err
 	}
+	return ss.chargeOf(st.Plan, c, st.Fingerprint), nil
+}
+
+// chargeOf is the one place a release's cost becomes the analyst's charge,
+// for the query (charge, unionCharge) and for EXPLAIN DP's outlook alike:
+// its (ε, δ) for basic composition, its zCDP cost, its releases (which the
+// rdp accountant composes: a charge without them is read as one pure (ε, δ)
+// release, far costlier) and the tables it reads.
+func (ss *session) chargeOf(plan *rewrite.Plan, c dp.Cost, fingerprint string) budget.Charge {
 	return budget.Charge{
 		Analyst: ss.user.Name, Epsilon: c.Epsilon, Delta: c.Delta,
-		Rho: c.Rho, DeltaApprox: c.DeltaApprox, Releases: c.Releases, Fingerprint: st.Fingerprint,
-		Tables: planTables(st.Plan), // tables.go
-	}, nil
+		Rho: c.Rho, DeltaApprox: c.DeltaApprox, Releases: c.Releases, Fingerprint: fingerprint,
+		Tables: planTables(plan), // tables.go
+	}
 }

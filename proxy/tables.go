@@ -111,9 +111,7 @@ func insertLines(lines []string, i int, more []string) []string {
 // (Explain with a nil *dp.Budget) and head the part before the budget
 // (ExplainSpec).
 func (ss *session) explainWithBudgets(ctx context.Context, plan *rewrite.Plan, cost dp.Cost, lines, without []string, head int) []string {
-	c := budget.Charge{Analyst: ss.user.Name, Epsilon: cost.Epsilon, Delta: cost.Delta,
-		Rho: cost.Rho, DeltaApprox: cost.DeltaApprox, Tables: planTables(plan)}
-	return insertLines(lines, head+len(lines)-len(without), ss.explainBudgetLines(ctx, c))
+	return insertLines(lines, head+len(lines)-len(without), ss.explainBudgetLines(ctx, ss.chargeOf(plan, cost, "")))
 }
 
 // showBudgetWithTables is SHOW dp.budget when tables have budgets: the
