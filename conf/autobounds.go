@@ -1,0 +1,36 @@
+package conf
+
+// BoundsAuto is the value of a column's bounds key that asks for
+// clamping bounds chosen at query time with DP (privacy.auto_bounds_share
+// of each query's ε), instead of configured lower and upper.
+const BoundsAuto = "auto"
+
+// AutoBounds reports whether the column's clamping bounds are chosen at
+// query time (bounds: auto).
+func (c *Column) AutoBounds() bool { return c != nil && c.Bounds == BoundsAuto }
+
+// validateAutoBounds checks a column's bounds key: only "auto", and not
+// together with lower or upper (which would leave two answers to what
+// the bounds are).
+func validateAutoBounds(p *problems, key string, col *Column) {
+	switch col.Bounds {
+	case "":
+		return
+	case BoundsAuto:
+	default:
+		p.add(key+".bounds", "%q is not a valid value: the only one is auto (or give lower and upper instead)", col.Bounds)
+		return
+	}
+	if col.Lower != nil || col.Upper != nil {
+		p.add(key+".bounds", "auto and lower/upper exclude each other: give one or the other")
+	}
+}
+
+// validateAutoBoundsShare checks privacy.auto_bounds_share: a part of
+// the query's ε, strictly between 0 and 1, so that both the bounds and
+// the answer get some of it.
+func validateAutoBoundsShare(p *problems, share float64) {
+	if !(share > 0 && share < 1) {
+		p.add("privacy.auto_bounds_share", "must lie strictly between 0 and 1, got %v", share)
+	}
+}
