@@ -5,6 +5,10 @@ package conf
 // of each query's ε), instead of configured lower and upper.
 const BoundsAuto = "auto"
 
+// DefaultAutoBoundsShare is privacy.auto_bounds_share: the part of a
+// query's ε spent on choosing the bounds of its bounds: auto column.
+const DefaultAutoBoundsShare = 0.1
+
 // AutoBounds reports whether the column's clamping bounds are chosen at
 // query time (bounds: auto).
 func (c *Column) AutoBounds() bool { return c != nil && c.Bounds == BoundsAuto }

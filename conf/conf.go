@@ -63,9 +63,6 @@ const (
 	DefaultDelta              = 1e-7
 	DefaultMaxGroupsPerUnit   = 4
 	DefaultMaxRowsPerUnit     = 8
-	// DefaultAutoBoundsShare is privacy.auto_bounds_share: the part of a
-	// query's ε spent on choosing bounds: auto columns' bounds.
-	DefaultAutoBoundsShare = 0.1
 	DefaultLedger             = "postgres"
 	DefaultAccounting         = AccountingRDP
 	// DefaultRDPDeltaShare is privacy.rdp_delta_share: the part of each
