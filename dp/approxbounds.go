@@ -88,7 +88,7 @@ func (a *ApproxBounds) Threshold() float64 { return a.threshold }
 // Laplace scale b and success probability p (see AutoBoundsSuccess).
 func AutoThreshold(b float64, n int, p float64) float64 {
 	// 1 − p^(1/n), computed without cancellation.
-	q := -math.Expm1(math.Log1p(-(1-p)) / float64(n))
+	q := -math.Expm1(math.Log1p(-(1 - p)) / float64(n))
 	return -b * math.Log(2*q)
 }
 
