@@ -55,6 +55,10 @@ type Options struct {
 	// magnitude is bounded by its type, which makes arithmetic on it in a
 	// condition total when it cannot overflow (condarith.go).
 	NumericTypmods map[string][2]int
+	// AutoBounds are the clamping bounds chosen at query time for columns
+	// with bounds: auto ("schema.table.column" -> {lower, upper});
+	// WithAutoBounds sets them (autobounds.go).
+	AutoBounds map[string][2]float64
 }
 
 // Analyzer classifies and rewrites SQL against one configuration. It holds

@@ -73,6 +73,10 @@ func (a *Analyzer) planUnion(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, e
 		if err != nil {
 			return nil, err
 		}
+		if b.Auto != nil { // autobounds.go
+			return nil, reject(pgerr.FeatureNotSupported, priv.rv.Location, "branch %d of this UNION ALL sums column %s, whose bounds are chosen at query time (bounds: auto), which a UNION ALL does not support", i+1, b.Auto.Column).
+				WithHint("Run that branch as a query of its own.")
+		}
 		plan.Branches = append(plan.Branches, b)
 	}
 	var targets []string
