@@ -20,15 +20,21 @@ import (
 // privacy.auto_bounds_share 0.2), ApproxBounds-style; the rest answers
 // the query with them, all in one charge of the query's ε. The test's own
 // table ab_spend: 4,000 users with 5 rows each (R = 5), amounts spread
-// over [0, 1000], and one user with an amount of 10^9 in one row.
+// over [0, 1000], and one user with an amount of 10^9 in one row; score,
+// a float8 in [−30, 70], also NaN, ±Infinity and NULL in a few rows.
 func TestAutoBounds(t *testing.T) {
 	const pw = "autobounds-pw"
 	up := direct(t)
 	if _, err := up.Exec(ctx, `DROP TABLE IF EXISTS ab_spend;
-		CREATE TABLE ab_spend (user_id integer NOT NULL, kind text NOT NULL, amount numeric(14,2));
+		CREATE TABLE ab_spend (user_id integer NOT NULL, kind text NOT NULL, amount numeric(14,2), score float8);
 		INSERT INTO ab_spend
 		  SELECT u, CASE WHEN r % 2 = 0 THEN 'a' ELSE 'b' END, ((u * 7 + r * 131) % 1001)::numeric
 		  FROM generate_series(1, 4000) AS u, generate_series(1, 5) AS r;
+		UPDATE ab_spend SET score = amount / 10 - 30;
+		UPDATE ab_spend SET score = 'NaN' WHERE user_id = 5;
+		UPDATE ab_spend SET score = 'Infinity' WHERE user_id = 6;
+		UPDATE ab_spend SET score = '-Infinity' WHERE user_id = 7;
+		UPDATE ab_spend SET score = NULL WHERE user_id = 8;
 		UPDATE ab_spend SET amount = 1000000000 WHERE user_id = 17 AND kind = 'a' AND amount = (SELECT max(amount) FROM ab_spend WHERE user_id = 17 AND kind = 'a')`); err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +143,28 @@ func TestAutoBounds(t *testing.T) {
 	if want := "bounds of amount chosen at query time (ε=0.2): [0, 1024]"; !strings.Contains(lastNotice().Detail, want) {
 		t.Errorf("NOTICE DETAIL %q lacks %q", lastNotice().Detail, want)
 	}
+
+	// The extended protocol, a parameter in the condition: the histogram
+	// query takes the main query's parameters.
+	var gotA float64
+	if err := conn.QueryRow(ctx, "SELECT sum(amount) FROM ab_spend WHERE kind = $1", pgx.QueryExecModeDescribeExec, "a").Scan(&gotA); err != nil {
+		t.Fatal(err)
+	}
+	if want := "bounds of amount chosen at query time (ε=0.2): [0, 1024]"; !strings.Contains(lastNotice().Detail, want) {
+		t.Errorf("extended protocol: NOTICE DETAIL %q lacks %q", lastNotice().Detail, want)
+	}
+
+	// Negative values, NaN, ±Infinity and NULL: the histogram query runs
+	// (its expressions are total), the few special rows pass no
+	// threshold, and the bounds cover [−30, 70]: [−32, 128].
+	var gotScore float64
+	if err := conn.QueryRow(ctx, "SELECT avg(score) FROM ab_spend").Scan(&gotScore); err != nil {
+		t.Fatal(err)
+	}
+	if want := "bounds of score chosen at query time (ε=0.2): [-32, 128]"; !strings.Contains(lastNotice().Detail, want) {
+		t.Errorf("score: NOTICE DETAIL %q lacks %q", lastNotice().Detail, want)
+	}
+	t.Logf("avg(score) = %v; NOTICE %q", gotScore, lastNotice().Message)
 
 	// Arithmetic over an auto column is refused before any charge.
 	before = showBudget(t, conn)
