@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"math"
 	"strings"
 	"testing"
@@ -66,4 +67,62 @@ func analyzeOne(t *testing.T, a *Analyzer, q string) *Plan {
 		t.Fatalf("Analyze(%q) = %v, %v", q, sts, err)
 	}
 	return sts[0].Plan
+}
+
+// TestAutoHistogramSQL: for every accepted golden case with a bounds:
+// auto column, and a few more shapes (a join, a CTE, parameters,
+// constants), the histogram query parses, reads the private table once,
+// takes the seed parameter and no parameter the main query does not.
+func TestAutoHistogramSQL(t *testing.T) {
+	a := newTestAnalyzer(t)
+	srcs := []string{
+		"SELECT p.category, sum(o.score) FROM orders o JOIN products p ON p.product_id = o.product_id GROUP BY p.category",
+		"WITH big AS (SELECT * FROM orders WHERE quantity > 2) SELECT avg(score) FROM big",
+		"SELECT sum(score) FROM orders WHERE quantity > $1 AND region = upper('north')",
+		"SELECT date_trunc('month', ordered_at), avg(score) FROM orders GROUP BY 1",
+	}
+	required := len(srcs)
+	for _, f := range goldenCases(t) {
+		srcs = append(srcs, f.SQL)
+	}
+	n := 0
+	for i, src := range srcs {
+		stmts, err := a.Analyze(src)
+		if err != nil {
+			if i < required {
+				t.Errorf("Analyze(%q): %v", src, err)
+			}
+			continue
+		}
+		for _, st := range stmts {
+			p := st.Plan
+			if p == nil || p.Auto == nil {
+				continue
+			}
+			n++
+			tree, err := pg_query.Parse(p.Auto.SQL)
+			if err != nil || len(tree.Stmts) != 1 {
+				t.Fatalf("histogram of %q does not parse: %v\n%s", src, err, p.Auto.SQL)
+			}
+			private := 0
+			for _, r := range collectRels(tree.Stmts[0].Stmt.ProtoReflect()) {
+				if r.rv.Schemaname == p.Table.Schema && r.rv.Relname == p.Table.Name {
+					private++
+				}
+			}
+			if private != 1 {
+				t.Errorf("histogram of %q reads %s %d times:\n%s", src, p.Table.QualifiedName(), private, p.Auto.SQL)
+			}
+			seed := fmt.Sprintf("$%d::bigint", p.SeedParam())
+			if !strings.Contains(p.Auto.SQL, seed) {
+				t.Errorf("histogram of %q does not take the seed %s:\n%s", src, seed, p.Auto.SQL)
+			}
+			if strings.Contains(p.Auto.SQL, fmt.Sprintf("$%d", p.SeedParam()+1)) {
+				t.Errorf("histogram of %q takes a parameter beyond the seed:\n%s", src, p.Auto.SQL)
+			}
+		}
+	}
+	if n < 7 {
+		t.Errorf("only %d plans with bounds: auto, want at least 7", n)
+	}
 }
