@@ -114,6 +114,36 @@ func TestAutoBounds(t *testing.T) {
 	if math.Abs(got-truth) > 20*6400 {
 		t.Errorf("sum = %v, truth with bounds [0, 1024] %v", got, truth)
 	}
+	// The ledger: one charge of ε = 1 for the query, its releases the
+	// bounds part (one Laplace release of L1 sensitivity L0·R = 5, scale
+	// 25, ε = 0.2) and the sum (ε = 0.8, sensitivity R·1024 with the
+	// widest bounds' ratio to its scale).
+	var chargeID int64
+	var chargeEps float64
+	if err := up.QueryRow(ctx, `SELECT id, epsilon::float8 FROM dpproxy.charges WHERE analyst = 'e2e_autobounds' AND action = 'charge' ORDER BY id DESC LIMIT 1`).Scan(&chargeID, &chargeEps); err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(chargeEps-1) > 1e-12 {
+		t.Errorf("ledger charge ε=%v, want 1", chargeEps)
+	}
+	rrows, err := up.Query(ctx, `SELECT mechanism, l0, sensitivity, scale, epsilon FROM dpproxy.releases WHERE charge_id = $1 ORDER BY ordinal`, chargeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type rel struct {
+		Mech           string
+		L0             int64
+		Sens, Scale, E float64
+	}
+	rels, err := pgx.CollectRows(rrows, pgx.RowToStructByPos[rel])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rels) != 2 || rels[1] != (rel{"laplace", 1, 5, 25, 0.2}) || rels[0].Mech != "laplace" || math.Abs(rels[0].E-0.8) > 1e-12 ||
+		math.Abs(rels[0].Sens/rels[0].Scale-0.8) > 1e-9 {
+		t.Errorf("releases of the charge: %+v", rels)
+	}
+
 	// The same question again: the stored answer, free.
 	var again float64
 	if err := conn.QueryRow(ctx, "SELECT sum(amount) FROM ab_spend").Scan(&again); err != nil {
