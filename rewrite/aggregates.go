@@ -170,7 +170,7 @@ func (p *planner) aggregate(fc *pg_query.FuncCall) (agg *Aggregate, arg, filter 
 	if ref := argNode.GetColumnRef(); !ok && ref != nil {
 		c, _ := p.column(ref)
 		return nil, nil, nil, reject(pgerr.InsufficientPrivilege, ref.Location, "%s(%s) needs clamping bounds for column %s", name, c.name, c.name).
-			WithHint("Add lower and upper under tables.%s.columns.%s in the configuration.", tname, c.name)
+			WithHint("Add lower and upper under tables.%s.columns.%s in the configuration, or bounds: auto to have SUM and AVG choose them per query.", tname, c.name)
 	}
 	if !ok {
 		what := describe(argNode)
