@@ -17,6 +17,13 @@ func (c *Column) AutoBounds() bool { return c != nil && c.Bounds == BoundsAuto }
 // together with lower or upper (which would leave two answers to what
 // the bounds are).
 func validateAutoBounds(p *problems, key string, col *Column) {
+	if col.AutoBoundsShare != nil {
+		if col.Bounds != BoundsAuto {
+			p.add(key+".auto_bounds_share", "only a column with bounds: auto takes a share of ε for its bounds")
+		} else if s := *col.AutoBoundsShare; !(s > 0 && s < 1) {
+			p.add(key+".auto_bounds_share", "must lie strictly between 0 and 1, got %v", s)
+		}
+	}
 	switch col.Bounds {
 	case "":
 		return
@@ -28,6 +35,16 @@ func validateAutoBounds(p *problems, key string, col *Column) {
 	if col.Lower != nil || col.Upper != nil {
 		p.add(key+".bounds", "auto and lower/upper exclude each other: give one or the other")
 	}
+}
+
+// AutoBoundsShareOf is the share of a query's ε that buys the bounds of
+// column col (bounds: auto): its own auto_bounds_share, or
+// privacy.auto_bounds_share.
+func (c *Config) AutoBoundsShareOf(col *Column) float64 {
+	if col != nil && col.AutoBoundsShare != nil {
+		return *col.AutoBoundsShare
+	}
+	return c.Privacy.AutoBoundsShare
 }
 
 // validateAutoBoundsShare checks privacy.auto_bounds_share: a part of

@@ -237,6 +237,9 @@ type Column struct {
 	// Bounds is "auto" when the clamping bounds are chosen at query time
 	// with DP (autobounds.go), instead of lower and upper; "" otherwise.
 	Bounds string `yaml:"bounds,omitempty"`
+	// AutoBoundsShare, with bounds: auto, overrides
+	// privacy.auto_bounds_share for this column; nil when absent.
+	AutoBoundsShare *float64 `yaml:"auto_bounds_share,omitempty"`
 	// PublicValues, when set, are the group keys that may be released
 	// without partition selection; every one of them always appears.
 	PublicValues []string `yaml:"-"`

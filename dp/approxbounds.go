@@ -202,7 +202,7 @@ func (a *ApproxBounds) AddCost(c Cost) Cost {
 // Explain is the bounds part's lines of EXPLAIN DP.
 func (a *ApproxBounds) Explain(rest float64) []string {
 	return []string{
-		fmt.Sprintf("Column %s: bounds: auto, chosen at query time: ε=%s (privacy.auto_bounds_share) buys a noisy histogram of its values over %d logarithmic buckets (0 and ±(2^(k−1), 2^k]), over the query's contribution-bounded rows; Laplace, L1 sensitivity L0·R = %s, scale %s",
+		fmt.Sprintf("Column %s: bounds: auto, chosen at query time: ε=%s (auto_bounds_share) buys a noisy histogram of its values over %d logarithmic buckets (0 and ±(2^(k−1), 2^k]), over the query's contribution-bounded rows; Laplace, L1 sensitivity L0·R = %s, scale %s",
 			a.Column, formatNum(a.eps), AutoBuckets, formatNum(a.l1), formatNum(a.Scale())),
 		fmt.Sprintf("Column %s: its bounds are the outer edges of the lowest and highest buckets whose noisy count passes %.1f (ApproxBounds' rule, success probability 1−1e-9), widened to include 0; the query below is answered with them and the remaining ε=%s (its sensitivities below are those of the widest bounds, ±2^63)",
 			a.Column, a.threshold, formatNum(rest)),

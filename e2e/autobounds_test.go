@@ -80,7 +80,7 @@ func TestAutoBounds(t *testing.T) {
 	text := strings.Join(explainOf(t, conn, "EXPLAIN DP SELECT sum(amount) FROM ab_spend"), "\n")
 	for _, want := range []string{
 		"Charge in total: ε=1 δ=0 (the session's), made once before either part runs: ε=0.2 for the bounds of amount, chosen at query time, then ε=0.8 δ=0 for the answer below",
-		"Column amount: bounds: auto, chosen at query time: ε=0.2 (privacy.auto_bounds_share)",
+		"Column amount: bounds: auto, chosen at query time: ε=0.2 (auto_bounds_share)",
 		"Laplace, L1 sensitivity L0·R = 5, scale 25",
 		"Bounds query for amount",
 		"FROM generate_series(-64, 64) AS dp_buckets(dp_b)",
@@ -186,12 +186,13 @@ func TestAutoBounds(t *testing.T) {
 
 	// Negative values, NaN, ±Infinity and NULL: the histogram query runs
 	// (its expressions are total), the few special rows pass no
-	// threshold, and the bounds cover [−30, 70]: [−32, 128].
+	// threshold, and the bounds cover [−30, 70]: [−32, 128], bought with
+	// the column's own share of ε, 0.3.
 	var gotScore float64
 	if err := conn.QueryRow(ctx, "SELECT avg(score) FROM ab_spend").Scan(&gotScore); err != nil {
 		t.Fatal(err)
 	}
-	if want := "bounds of score chosen at query time (ε=0.2): [-32, 128]"; !strings.Contains(lastNotice().Detail, want) {
+	if want := "bounds of score chosen at query time (ε=0.3): [-32, 128]"; !strings.Contains(lastNotice().Detail, want) {
 		t.Errorf("score: NOTICE DETAIL %q lacks %q", lastNotice().Detail, want)
 	}
 	t.Logf("avg(score) = %v; NOTICE %q", gotScore, lastNotice().Message)

@@ -35,7 +35,8 @@ func (ss *session) autoSpec(plan *rewrite.Plan) (*dp.AutoSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dp.NewAutoSpec(plan, p.WithSampler(ss.srv.sampler), ss.srv.cfg.Privacy.AutoBoundsShare, ss.srv.sampler(noise.Laplace()))
+	share := ss.srv.cfg.AutoBoundsShareOf(plan.Table.Columns[plan.Auto.Column])
+	return dp.NewAutoSpec(plan, p.WithSampler(ss.srv.sampler), share, ss.srv.sampler(noise.Laplace()))
 }
 
 // autoHistogramPlan is plan with the histogram query as its SQL, to plan
