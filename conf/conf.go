@@ -201,6 +201,10 @@ type Privacy struct {
 	// MaxQueryTime cuts a private query off: still running then, it is
 	// cancelled and answered with the one opaque error, charge kept.
 	MaxQueryTime time.Duration `yaml:"max_query_time"`
+	// AutoBoundsShare is the part of a query's ε, in (0, 1), that buys
+	// the clamping bounds of a column declared bounds: auto
+	// (autobounds.go); the rest answers the query.
+	AutoBoundsShare float64 `yaml:"auto_bounds_share"`
 }
 
 // Table describes one configured table. Tables not configured are refused.
@@ -234,6 +238,12 @@ type Column struct {
 	// Lower and Upper are the clamping bounds for SUM/AVG; nil when absent.
 	Lower *float64 `yaml:"lower"`
 	Upper *float64 `yaml:"upper"`
+	// Bounds is "auto" when the clamping bounds are chosen at query time
+	// with DP (autobounds.go), instead of lower and upper; "" otherwise.
+	Bounds string `yaml:"bounds,omitempty"`
+	// AutoBoundsShare, with bounds: auto, overrides
+	// privacy.auto_bounds_share for this column; nil when absent.
+	AutoBoundsShare *float64 `yaml:"auto_bounds_share,omitempty"`
 	// PublicValues, when set, are the group keys that may be released
 	// without partition selection; every one of them always appears.
 	PublicValues []string `yaml:"-"`
@@ -390,6 +400,9 @@ func (c *Config) applyDefaults() {
 	if c.Privacy.Mechanism == "" {
 		c.Privacy.Mechanism = Laplace
 	}
+	if c.Privacy.AutoBoundsShare == 0 {
+		c.Privacy.AutoBoundsShare = DefaultAutoBoundsShare
+	}
 	if c.Privacy.Ledger == "" {
 		c.Privacy.Ledger = DefaultLedger
 	}
@@ -535,6 +548,7 @@ func (c *Config) validate(p *problems, getenv func(string) string) {
 	if !ValidDelta(pr.Delta) || pr.Delta == 0 {
 		p.add("privacy.delta", "must lie in (0, 1), got %v", pr.Delta)
 	}
+	validateAutoBoundsShare(p, pr.AutoBoundsShare)
 	switch pr.Mechanism {
 	case Laplace, Gaussian:
 	default:
@@ -669,8 +683,9 @@ func validateTable(p *problems, key string, t *Table) {
 		if col.PublicValues != nil && len(col.PublicValues) == 0 {
 			p.add(ck+".public_values", "empty list")
 		}
-		if !col.HasBounds() && col.PublicValues == nil && col.PublicValuesFrom == nil && col.Lower == nil {
-			p.add(ck, "give lower and upper, or public_values")
+		validateAutoBounds(p, ck, col)
+		if !col.HasBounds() && !col.AutoBounds() && col.PublicValues == nil && col.PublicValuesFrom == nil && col.Lower == nil {
+			p.add(ck, "give lower and upper, bounds: auto, or public_values")
 		}
 		validateColumnBias(p, ck, col)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/dp"
 	"github.com/dpproxy/dpproxy/internal/golden"
+	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
@@ -99,6 +100,17 @@ func renderSpecs(stmts []*rewrite.Statement) string {
 					names = append(names, outputNames(br))
 				}
 				for _, l := range u.ExplainSpec(names) {
+					b.WriteString(l + "\n")
+				}
+				continue
+			}
+			if st.Plan.Auto != nil { // bounds: auto, at the default share
+				as, err := dp.NewAutoSpec(st.Plan, p, conf.DefaultAutoBoundsShare, noise.Laplace())
+				if err != nil {
+					fmt.Fprintf(&b, "ERROR: %v\n", err)
+					continue
+				}
+				for _, l := range as.ExplainSpec(outputNames(st.Plan)) {
 					b.WriteString(l + "\n")
 				}
 				continue

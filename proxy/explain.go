@@ -24,6 +24,9 @@ func (ss *session) explainDP(ctx context.Context, st *rewrite.Statement, paramOI
 	if len(plan.Branches) > 0 {
 		return ss.explainUnion(ctx, plan, paramOIDs)
 	}
+	if plan.Auto != nil {
+		return ss.explainAuto(ctx, plan, paramOIDs) // autobounds.go
+	}
 	desc, err := ss.describe(ctx, plan, paramOIDs)
 	if err != nil {
 		return nil, err

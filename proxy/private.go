@@ -78,6 +78,9 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 	if len(st.Plan.Branches) > 0 {
 		return ss.unionResult(ctx, st, p, paramOIDs)
 	}
+	if st.Plan.Auto != nil {
+		return ss.autoResult(ctx, st, p, paramOIDs) // autobounds.go
+	}
 	clk := ss.startClock() // clock.go: the response leaves at the end of a time slot
 	defer ss.stopClock(clk)
 	defer clk.release(ctx)

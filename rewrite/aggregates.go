@@ -127,6 +127,10 @@ func (p *planner) aggregate(fc *pg_query.FuncCall) (agg *Aggregate, arg, filter 
 	if fc.AggDistinct && name != "count" {
 		return nil, nil, nil, reject(pgerr.FeatureNotSupported, fc.Location, "DISTINCT inside %s is not supported", name)
 	}
+	auto, err := p.autoArg(name, argNode) // autobounds.go
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	out, _, err := p.value(argNode, false)
 	if err != nil {
 		return nil, nil, nil, err
@@ -160,10 +164,14 @@ func (p *planner) aggregate(fc *pg_query.FuncCall) (agg *Aggregate, arg, filter 
 		return agg, out, filter, nil
 	}
 	lo, hi, ok := p.argBounds(argNode)
+	if auto {
+		lo, hi, ok = p.autoBounds()
+		agg.AutoBounds = true
+	}
 	if ref := argNode.GetColumnRef(); !ok && ref != nil {
 		c, _ := p.column(ref)
 		return nil, nil, nil, reject(pgerr.InsufficientPrivilege, ref.Location, "%s(%s) needs clamping bounds for column %s", name, c.name, c.name).
-			WithHint("Add lower and upper under tables.%s.columns.%s in the configuration.", tname, c.name)
+			WithHint("Add lower and upper under tables.%s.columns.%s in the configuration, or bounds: auto to have SUM and AVG choose them per query.", tname, c.name)
 	}
 	if !ok {
 		what := describe(argNode)

@@ -55,6 +55,10 @@ type Options struct {
 	// magnitude is bounded by its type, which makes arithmetic on it in a
 	// condition total when it cannot overflow (condarith.go).
 	NumericTypmods map[string][2]int
+	// AutoBounds are the clamping bounds chosen at query time for columns
+	// with bounds: auto ("schema.table.column" -> {lower, upper});
+	// WithAutoBounds sets them (autobounds.go).
+	AutoBounds map[string][2]float64
 	// NotNull names the configured tables' columns declared NOT NULL
 	// ("schema.table.column"), read at start (NotNullSQL): COUNT(*) of a
 	// private table's rows then counts the same rows as COUNT(col), and an

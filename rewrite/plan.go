@@ -151,6 +151,10 @@ type Aggregate struct {
 	// MaxDistinct (AggCountDistinct) is how many distinct values one unit
 	// may add to a group: min(max_rows_per_unit, number of public values).
 	MaxDistinct int64
+	// AutoBounds is set when Lower and Upper are those of a column with
+	// bounds: auto (autobounds.go): chosen at query time, or the widest
+	// (±2^63) before they are.
+	AutoBounds bool
 	// FromSum and FromCount (AggAvg), FromVariance (AggVariance with
 	// Stddev): set when the query also asks for a SUM and COUNT, or a
 	// VARIANCE, of the same argument over the same rows (same FILTER). The
@@ -263,6 +267,10 @@ type Plan struct {
 	// description is the result's), NumParams, Outputs (one per column,
 	// GroupKey -1) and Limit (-1) are set; SQL is empty.
 	Branches []*Plan
+	// Auto, when set, is the column with bounds: auto that SUM or AVG
+	// takes, and the query that counts its values per logarithmic bucket
+	// (autobounds.go).
+	Auto *AutoBounds
 }
 
 // OrderKey sorts the released rows by output column Output (0-based).

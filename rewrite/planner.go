@@ -41,6 +41,9 @@ type planner struct {
 	width int
 	// tot collects the hoisted constants and type checks (hoist.go).
 	tot totality
+	// auto is the column with bounds: auto that SUM or AVG takes, nil
+	// if none (autobounds.go).
+	auto *autoColumn
 }
 
 // plannedKey is one GROUP BY key as planned.
@@ -164,6 +167,9 @@ func (a *Analyzer) planSelect(sel *pg_query.SelectStmt, refs []*relRef, minParam
 		return nil, err
 	}
 	if plan.SQL, err = p.sql(sel, plan); err != nil { // template.go
+		return nil, err
+	}
+	if err := p.autoHistogram(sel, plan); err != nil { // autobounds.go
 		return nil, err
 	}
 	for _, k := range p.keys {

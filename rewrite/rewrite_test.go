@@ -162,6 +162,7 @@ func renderPlan(b *strings.Builder, p *Plan) {
 		fmt.Fprintf(b, "-- order: output=%d desc=%v nulls_first=%v\n", o.Output, o.Descending, o.NullsFirst)
 	}
 	renderTotality(b, p) // totality_test.go
+	renderAuto(b, p)     // autobounds_test.go
 }
 
 // goldenCases is the golden corpus: every testdata/FEATURE/NAME.sql,

@@ -73,6 +73,16 @@ func (a *Analyzer) planUnion(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, e
 		if err != nil {
 			return nil, err
 		}
+		if b.Auto != nil { // autobounds.go
+			loc := priv.rv.Location
+			for _, r := range lrefs {
+				if r.class == relPrivate {
+					loc = r.rv.Location // the branch's own: one private table per branch
+				}
+			}
+			return nil, reject(pgerr.FeatureNotSupported, loc, "branch %d of this UNION ALL sums column %s, whose bounds are chosen at query time (bounds: auto), which a UNION ALL does not support", i+1, b.Auto.Column).
+				WithHint("Run that branch as a query of its own.")
+		}
 		plan.Branches = append(plan.Branches, b)
 	}
 	var targets []string

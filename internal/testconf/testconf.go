@@ -46,6 +46,7 @@ const (
 	AuditPrecision = "audit_precision"
 	Visits         = "visits"
 	PubKeys        = "pubkeys"
+	AutoBounds     = "autobounds"
 	// NoiseHook is the base configuration of cmd/dpproxy's test that no
 	// configuration reaches the test-only noise hook.
 	NoiseHook = "noise_hook"

@@ -14,7 +14,7 @@ func TestEntriesParse(t *testing.T) {
 	env := func(string) string { return "pw" }
 	for _, name := range []string{Shop, Rewrite, E2ETables, E2EProxy, E2E, Bench, ProxyBench,
 		Attack, WireFuzz, Proc, Clients, Operator, Resources, Semantic, Timing, TLS,
-		Audit, AuditPrecision, Visits, PubKeys, NoiseHook} {
+		Audit, AuditPrecision, Visits, PubKeys, AutoBounds, NoiseHook} {
 		c, err := get(name)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
