@@ -226,8 +226,8 @@ func (t *template) aggregate(i int, pa plannedAgg) error {
 	vSum := nullSafeSQL(col, fmt.Sprintf("least(greatest((%s)%s, %s), %s)", col, t.p.clampCast(pa.arg), numLit(agg.Lower), numLit(agg.Upper)))
 	if t.p.cheapClamp(pa.arg) {
 		// An integer or numeric column is read three times more cheaply
-		// than once through IS NULL, GREATEST and LEAST, which cost
-		// PostgreSQL a third of a numeric column's pre-aggregation: the
+		// than once through IS NULL, GREATEST and LEAST (summing 3M
+		// clamped numeric values: 0.7-0.8 s against 1.0-1.2 s): the
 		// same clamp (of the same type, by the same rules), NULL in, NULL
 		// out (nullclamp.go), and NaN, greater than every number, to the
 		// upper bound as LEAST does.
