@@ -18,11 +18,15 @@ import (
 // every session, keyed by the exact text.
 //
 // There is deliberately no cache by "shape" (text with constants
-// blanked): two texts that differ only in a constant can still mean
-// different things to PostgreSQL (U&"..." UESCAPE '!' makes the escape
-// character a constant that changes an identifier), and an analysis that
-// is reused for another text would send PostgreSQL something nobody
-// checked (docs/threat-model.md, "One text, one meaning").
+// blanked) of the client's texts: two texts that differ only in a constant
+// can still mean different things to PostgreSQL (U&"..." UESCAPE '!'
+// makes the escape character a constant that changes an identifier), and
+// an analysis that is reused for another text would send PostgreSQL
+// something nobody checked (docs/threat-model.md, "One text, one
+// meaning"). The one exception, shapecache.go, is much narrower: SELECTs
+// without quotes, comments or dollar signs whose only varying constants
+// are integer operands of comparisons, answered with the proxy's own
+// deparse of the earlier text with the new integers in place.
 //
 // Only successful analyses are kept: refusals are rare, and their errors
 // carry positions the caller may annotate. Statements in the cache are
@@ -55,10 +59,24 @@ func (s *Server) analyze(sql string) ([]*rewrite.Statement, error) {
 	if stmts, ok := s.parsed.Get(sql); ok {
 		return stmts, nil
 	}
+	shape, vals, shaped := integerShape(sql) // shapecache.go
+	shaped = shaped && s.shapes != nil
+	if shaped {
+		if e, ok := s.shapes.Get(shape); ok {
+			// Not kept in the text cache: clients that fill in
+			// constants send each text once, and would flood it.
+			return []*rewrite.Statement{e.statement(normalizeInts(vals))}, nil
+		}
+	}
 	stmts, err := s.analyzer.Analyze(sql)
 	if err != nil {
 		return nil, err
 	}
 	s.parsed.Add(sql, stmts)
+	if shaped {
+		if e := s.learnShape(shape, vals, stmts); e != nil {
+			s.shapes.Add(shape, e)
+		}
+	}
 	return stmts, nil
 }

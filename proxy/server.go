@@ -69,6 +69,9 @@ type Server struct {
 
 	// parsed caches analysed statements by query text (parsecache.go).
 	parsed *lru.Cache[string, []*rewrite.Statement]
+	// shapes caches pass-through analyses by their comparison
+	// constants' shape (shapecache.go).
+	shapes *lru.Cache[string, *shapeEntry]
 
 	mu        sync.Mutex // guards the fields below
 	listeners map[net.Listener]struct{}
@@ -103,6 +106,7 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: opts.Logger, opts: opts,
 		parsed:    newParseCache(),
+		shapes:    newShapeCache(),
 		lim:       newLimiter(cfg.Limits),
 		metrics:   newMetrics(cfg),
 		creds:     map[string]scram.Credentials{},

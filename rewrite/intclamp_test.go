@@ -30,8 +30,8 @@ tables:
 		sql, want, notWant string
 		an                 *Analyzer
 	}{
-		{"SELECT sum(quantity) FROM orders", "ELSE least(greatest((quantity), 1), 4) END)", "(quantity)::numeric", a},
-		{"SELECT avg(quantity) FROM orders", "ELSE least(greatest((quantity), 1), 4) END)", "(quantity)::numeric", a},
+		{"SELECT sum(quantity) FROM orders", "WHEN (quantity) > 4 THEN 4 ELSE (quantity) END)", "(quantity)::numeric", a},
+		{"SELECT avg(quantity) FROM orders", "WHEN (quantity) > 4 THEN 4 ELSE (quantity) END)", "(quantity)::numeric", a},
 		{"SELECT sum(amount) FROM orders", "(amount)::numeric", "", a},
 		{"SELECT variance(quantity) FROM orders", "(quantity)::numeric", "greatest((quantity), 1)", a},
 		{"SELECT sum(quantity) FROM orders", "(quantity)::numeric", "", plain},

@@ -190,9 +190,14 @@ func (t *template) put(col int, expr string) {
 }
 
 // scaled is the sum over units of a per-unit component, each unit's
-// scaled down to at most max_rows_per_unit of its rows.
+// scaled down to at most max_rows_per_unit of its rows. Most units have no
+// more rows than that in a group: their component is taken as it is, and
+// only the others pay the numeric division (the same values as
+// c * least(1, r::numeric / dp_n), which divided for every unit: LEAST
+// keeps its first argument on a tie, so a unit with exactly r rows is
+// multiplied by 1 there too).
 func (t *template) scaled(c string) string {
-	return "sum(" + c + " * least(1, " + t.r + "::numeric / dp_n))"
+	return "sum(CASE WHEN dp_n <= " + t.r + " THEN " + c + " ELSE " + c + " * (" + t.r + "::numeric / dp_n) END)"
 }
 
 // aggregate prints the i-th aggregate: its per-unit components and its
@@ -222,6 +227,17 @@ func (t *template) aggregate(i int, pa plannedAgg) error {
 	// type).
 	v := nullSafeSQL(col, fmt.Sprintf("least(greatest((%s)::numeric, %s), %s)", col, numLit(agg.Lower), numLit(agg.Upper)))
 	vSum := nullSafeSQL(col, fmt.Sprintf("least(greatest((%s)%s, %s), %s)", col, t.p.clampCast(pa.arg), numLit(agg.Lower), numLit(agg.Upper)))
+	if t.p.cheapClamp(pa.arg) {
+		// An integer or numeric column is read three times more cheaply
+		// than once through IS NULL, GREATEST and LEAST (summing 3M
+		// clamped numeric values: 0.7-0.8 s against 1.0-1.2 s): the
+		// same clamp (of the same type, by the same rules), NULL in, NULL
+		// out (nullclamp.go), and NaN, greater than every number, to the
+		// upper bound as LEAST does.
+		x := "(" + col + ")" + t.p.clampCast(pa.arg)
+		lo, hi := numLit(agg.Lower), numLit(agg.Upper)
+		vSum = "CASE WHEN " + x + " < " + lo + " THEN " + lo + " WHEN " + x + " > " + hi + " THEN " + hi + " ELSE " + x + " END"
+	}
 	switch agg.Kind {
 	case AggCount:
 		switch {
@@ -377,4 +393,20 @@ func (t *template) assemble(from string) string {
 		b.WriteString("WHERE " + seed + " IS NOT NULL")
 	}
 	return b.String()
+}
+
+// cheapClamp reports whether arg is a private column of an integer type
+// (clamped as it is) or of type numeric (whose cast to numeric is free),
+// which the clamp may read three times at no cost.
+func (p *planner) cheapClamp(arg *pg_query.Node) bool {
+	ref := arg.GetColumnRef()
+	if ref == nil {
+		return false
+	}
+	c, err := p.column(ref)
+	if err != nil || !c.private {
+		return false
+	}
+	name := p.table.QualifiedName() + "." + c.name
+	return p.a.opts.IntegerColumns[name] || p.a.opts.ColumnTypes[name] == "numeric"
 }
