@@ -148,8 +148,11 @@ func (t *template) perUnit(unit string, whereClause *pg_query.Node) error {
 	for i, k := range t.p.keys {
 		e := k.key.Expr
 		t.keyCols[i] = "g" + strconv.Itoa(k.key.ResultCol)
-		t.inner = append(t.inner, e+" AS "+t.keyCols[i])
-		t.innerGroup = append(t.innerGroup, e)
+		// Grouped by the key's text, bytewise (keyText): the text
+		// released is then the group itself, never one row's spelling of
+		// a value its type holds equal to others.
+		t.inner = append(t.inner, keyText(e)+" AS "+t.keyCols[i])
+		t.innerGroup = append(t.innerGroup, keyText(e))
 		if pv := k.key.PublicValues; pv != nil {
 			lits := make([]string, len(pv))
 			for j, v := range pv {
@@ -366,4 +369,24 @@ func (t *template) assemble(from string) string {
 		b.WriteString("WHERE " + seed + " IS NOT NULL")
 	}
 	return b.String()
+}
+
+// keyText is a group key's expression as the rewritten query groups it:
+// its text, compared bytewise. PostgreSQL groups by the type's equality,
+// which for some types holds values with different texts equal (numeric
+// 1.0 and 1.00, float8 -0 and 0, interval '1 day' and '24:00:00', citext,
+// a nondeterministic collation) and returns the first row's text for the
+// group: which person's row that is depends on the data, so one person's
+// spelling could be the key released for a group of thousands (red team,
+// issue 16: TestGroupKeyTextIsTheGroup). Grouped by the text, each
+// spelling is a group of its own, released or not by partition selection
+// or the public values on its own units. The result's bytes are the same
+// as the column's (its text form; the proxy describes the original
+// statement's types).
+//
+// The text is the type's output function's (format's %s), which is what
+// PostgreSQL sends for the column: a cast to text is not (true and 'true',
+// char(n)'s padding, inet's netmask). NULL stays NULL.
+func keyText(e string) string {
+	return "(CASE WHEN (" + e + ") IS NULL THEN NULL ELSE format('%s', " + e + ") COLLATE \"C\" END)"
 }
