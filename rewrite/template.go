@@ -148,11 +148,15 @@ func (t *template) perUnit(unit string, whereClause *pg_query.Node) error {
 	for i, k := range t.p.keys {
 		e := k.key.Expr
 		t.keyCols[i] = "g" + strconv.Itoa(k.key.ResultCol)
-		// Grouped by the key's text, bytewise (keyText): the text
-		// released is then the group itself, never one row's spelling of
-		// a value its type holds equal to others.
-		t.inner = append(t.inner, keyText(e)+" AS "+t.keyCols[i])
-		t.innerGroup = append(t.innerGroup, keyText(e))
+		// Grouped by the key's text, bytewise (keyText), unless its type's
+		// equality is already text identity: the text released is then
+		// the group itself, never one row's spelling of a value its type
+		// holds equal to others.
+		if !t.p.textIsEquality(k) {
+			e = keyText(e)
+		}
+		t.inner = append(t.inner, e+" AS "+t.keyCols[i])
+		t.innerGroup = append(t.innerGroup, e)
 		if pv := k.key.PublicValues; pv != nil {
 			lits := make([]string, len(pv))
 			for j, v := range pv {
@@ -389,4 +393,26 @@ func (t *template) assemble(from string) string {
 // char(n)'s padding, inet's netmask). NULL stays NULL.
 func keyText(e string) string {
 	return "(CASE WHEN (" + e + ") IS NULL THEN NULL ELSE format('%s', " + e + ") COLLATE \"C\" END)"
+}
+
+// textIdentityTypes are the column types (Options.ColumnTypes' internal
+// names) whose equality is identity of their text in a session: a key
+// that is a plain column of one is grouped natively (keyText would
+// change nothing but the cost). Not numeric (1.0 = 1.00), float (-0 = 0),
+// interval, bpchar without a length ('a' = 'a '), citext, nor a string
+// type with a nondeterministic collation (whose type name says so).
+var textIdentityTypes = map[string]bool{
+	"int2": true, "int4": true, "int8": true, "text": true, "varchar": true,
+	"date": true, "timestamp": true, "timestamptz": true, "bool": true, "uuid": true,
+}
+
+// textIsEquality reports whether key k is a plain column of a type in
+// textIdentityTypes.
+func (p *planner) textIsEquality(k plannedKey) bool {
+	ref := k.node.GetColumnRef()
+	if k.col == nil || ref == nil {
+		return false
+	}
+	typ, err := p.columnType(ref, k.col)
+	return err == nil && textIdentityTypes[typ]
 }
