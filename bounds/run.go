@@ -40,7 +40,7 @@ func Run(ctx context.Context, cfg *conf.Config, opts Options, out io.Writer) ([]
 		if !conf.ValidEpsilon(opts.Epsilon) {
 			return nil, fmt.Errorf("bounds: -epsilon must be a finite number > 0, got %v", opts.Epsilon)
 		}
-		if err := charge(ctx, cfg, opts.Epsilon, Fingerprint(ms)); err != nil {
+		if err := charge(ctx, cfg, opts.Epsilon, Fingerprint(ms), measuredTables(ms)); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(out, "DP measurement: ε=%s of the operator's budget, recorded in the ledger (analyst %s, actor %s),\n",
@@ -64,8 +64,22 @@ func Run(ctx context.Context, cfg *conf.Config, opts Options, out io.Writer) ([]
 	return props, nil
 }
 
-// charge records eps for the operator, durably, before anything is read.
-func charge(ctx context.Context, cfg *conf.Config, eps float64, fingerprint string) error {
+// measuredTables is the tables ms read, qualified, each once.
+func measuredTables(ms []Measurement) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range ms {
+		if q := m.Table.QualifiedName(); !seen[q] {
+			seen[q] = true
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// charge records eps for the operator, durably, before anything is read,
+// against the budgets of the tables it reads too (budget.OperatorCharge).
+func charge(ctx context.Context, cfg *conf.Config, eps float64, fingerprint string, tables []string) error {
 	pcfg, err := pgxpool.ParseConfig(cfg.LedgerUpstream.Reveal())
 	if err != nil {
 		return errors.New("bounds: ledger_upstream: not a valid postgres:// URL or DSN")
@@ -83,7 +97,7 @@ func charge(ctx context.Context, cfg *conf.Config, eps float64, fingerprint stri
 	if err != nil {
 		return err
 	}
-	if err := l.OperatorCharge(ctx, Actor, eps, fingerprint); err != nil {
+	if err := l.OperatorCharge(ctx, Actor, eps, fingerprint, tables...); err != nil {
 		var ue *budget.UnavailableError
 		if errors.As(err, &ue) && ue.Err != nil {
 			return fmt.Errorf("bounds: ledger: %v: %w", err, ue.Err)

@@ -19,9 +19,16 @@ const OperatorSubject = "@operator"
 // one row in dpproxy.charges (action "charge", analyst OperatorSubject,
 // fingerprint naming what was measured) and the running totals of
 // OperatorSubject's row in dpproxy.budgets, in one transaction. The
-// operator's spend has no limit: the operator owns the data. Errors:
-// *InvalidChargeError for a bad ε, *UnavailableError otherwise.
-func (l *Ledger) OperatorCharge(ctx context.Context, actor string, eps float64, fingerprint string) error {
+// operator's spend has no limit: the operator owns the data. It does
+// count against the budget of every table it reads (tables, qualified
+// names): what it measures is published to every analyst (the bias
+// metadata of the NOTICE and EXPLAIN DP), so it is part of what everyone
+// together learns about the table's rows. The charge is recorded as
+// touching each table (dpproxy.charge_tables) and added to the spend of
+// each that has a row in dpproxy.table_budgets, never refused; a table
+// whose budget is configured later starts with it, as with any charge.
+// Errors: *InvalidChargeError for a bad ε, *UnavailableError otherwise.
+func (l *Ledger) OperatorCharge(ctx context.Context, actor string, eps float64, fingerprint string, tables ...string) error {
 	if !(eps > 0) || math.IsInf(eps, 0) {
 		return &InvalidChargeError{Reason: fmt.Sprintf("operator ε must be a finite number > 0, got %v", eps)}
 	}
@@ -37,11 +44,29 @@ func (l *Ledger) OperatorCharge(ctx context.Context, actor string, eps float64, 
 			OperatorSubject, decimal(eps), decimal(rho), decimal(eps*eps)); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `
+		var id int64
+		if err := tx.QueryRow(ctx, `
 			INSERT INTO dpproxy.charges (analyst, fingerprint, epsilon, delta, rho, delta_approx, action, actor)
-			VALUES ($1, $2, $3::numeric, 0, $4::numeric, 0, 'charge', $5)`,
-			OperatorSubject, fingerprint, decimal(eps), decimal(rho), actor)
-		return err
+			VALUES ($1, $2, $3::numeric, 0, $4::numeric, 0, 'charge', $5) RETURNING id`,
+			OperatorSubject, fingerprint, decimal(eps), decimal(rho), actor).Scan(&id); err != nil {
+			return err
+		}
+		for _, name := range lockOrder(tables) {
+			// The table's Rényi sums are then behind its newest charge
+			// and are recomputed (tablesrdp.go), reading this charge
+			// (no releases) as a pure ε release.
+			if _, err := tx.Exec(ctx, `
+				UPDATE dpproxy.table_budgets
+				SET epsilon_spent = epsilon_spent + $2::numeric, rho_spent = rho_spent + $3::numeric,
+				    epsilon_sq_spent = epsilon_sq_spent + $4::numeric, updated_at = now()
+				WHERE table_name = $1`, name, decimal(eps), decimal(rho), decimal(eps*eps)); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO dpproxy.charge_tables (charge_id, table_name) VALUES ($1, $2)`, id, name); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return unavailable(err)

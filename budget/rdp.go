@@ -34,14 +34,17 @@ import (
 //     (ε_p²/8)-zCDP (Cesar & Rogers, "Bounding, Concentrating, and
 //     Truncating: Unifying Privacy Loss Composition for Data Analytics",
 //     ALT 2021), and ε_p-DP: R_p(α) = min(ε_p, αε_p²/8), R = L0·R_p.
-//   - A release of unknown kind (MechPure: charges that state no
-//     releases, and every charge recorded before dpproxy.releases
-//     existed): (ε, δ)-DP is read as δ-approximately ε-DP with
-//     R(α) = min(ε, αε²/2) (Bun & Steinke 2016, Prop. 3.3), δ an
-//     approximate part.
-//   - Partition selection: its noise is one of the above, and its
-//     threshold's δ (the chance a group one person creates is released)
-//     an approximate part.
+//   - A pure release (MechPure): ε/L0-DP in each of L0 groups, R_p(α) =
+//     min(ε_p, αε_p²/2) (Bun & Steinke 2016, Prop. 3.3), R = L0·R_p. A
+//     release of unknown kind (charges that state no releases, and every
+//     charge recorded before dpproxy.releases existed) is one with L0 = 1:
+//     (ε, δ)-DP read as δ-approximately ε-DP, δ an approximate part.
+//   - Partition selection: its threshold's δ (the chance a group one
+//     person creates is released) is an approximate part; thresholding's
+//     noise is one of the above, and the optimal pre-aggregated selection
+//     (no noise: a Bernoulli draw per group, randomized response where
+//     its probability crosses one half, which is above the Laplace curve)
+//     is a pure release over its L0 groups.
 //
 // The samplers are discretized versions of the continuous Laplace and
 // Gaussian distributions; the curves are the continuous mechanisms', as the
@@ -212,7 +215,8 @@ func RDPCurve(r Release, alpha float64) float64 {
 		e := r.Epsilon / l0
 		return l0 * math.Min(e, alpha*e*e/8)
 	case MechPure:
-		return math.Min(r.Epsilon, alpha*r.Epsilon*r.Epsilon/2)
+		e := r.Epsilon / l0
+		return l0 * math.Min(e, alpha*e*e/2)
 	}
 	return 0
 }

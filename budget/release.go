@@ -26,10 +26,12 @@ const (
 	// Laplace or Gaussian release of its own; this release carries only
 	// that δ, an approximate part.
 	MechSelection Mechanism = "selection"
-	// MechPure is an (Epsilon, Delta)-DP release of unknown kind: a
-	// charge that states no releases, and every charge recorded before
-	// dpproxy.releases existed, is read as one (conservative: any
-	// ε-DP mechanism has this curve; δ is an approximate part).
+	// MechPure is an (Epsilon, Delta)-DP release of unknown kind, with
+	// Epsilon/L0 in each of L0 groups: a charge that states no releases,
+	// and every charge recorded before dpproxy.releases existed, is read
+	// as one with L0 = 1 (conservative: any ε-DP mechanism has this
+	// curve; δ is an approximate part). The optimal partition selection
+	// records its L0 Bernoulli decisions as one (dp/cost.go).
 	MechPure Mechanism = "pure"
 )
 

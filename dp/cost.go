@@ -38,7 +38,10 @@ func (s *Spec) Cost() (Cost, error) {
 //   - Gaussian noise: L2 sensitivity √L0·L∞ and σ exactly as the sampler
 //     calibrates it;
 //   - a quantile: the exponential mechanism, its ε over L0 groups;
-//   - partition selection: its noise as above, and its threshold's δ as a
+//   - partition selection by threshold: its noise as above, and its
+//     threshold's δ as a selection release;
+//   - the optimal pre-aggregated selection: no noise, L0 decisions each
+//     (ε/L0)-DP up to δ/L0, a pure release over L0 groups, and its δ as a
 //     selection release.
 func releases(s *Spec) ([]budget.Release, error) {
 	gaussian := s.mech.Name() == conf.Gaussian
@@ -71,7 +74,16 @@ func releases(s *Spec) ([]budget.Release, error) {
 		}
 	}
 	if s.sel != nil {
-		if err := add(s.sel.units); err != nil {
+		if s.sel.method == selOptimal {
+			// No noise: L0 binary decisions, each (ε/L0, δ/L0)-DP. Where
+			// its probability crosses one half a decision is randomized
+			// response, whose Rényi curve is above Laplace noise's at the
+			// same ε (and far above a Gaussian's calibrated to it): it is
+			// recorded as what it is, pure ε/L0 in each of L0 groups with
+			// its δ an approximate part (red team:
+			// TestOptimalSelectionRDPBoundsItsDivergence).
+			out = append(out, budget.Release{Mechanism: budget.MechPure, L0: s.sel.l0, Epsilon: s.sel.eps})
+		} else if err := add(s.sel.units); err != nil {
 			return nil, err
 		}
 		out = append(out, budget.Release{Mechanism: budget.MechSelection, L0: 1, Delta: s.sel.delta - s.sel.noiseDel})

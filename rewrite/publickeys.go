@@ -75,9 +75,10 @@ func (p *planner) publicRel(table string) *relRef {
 	return nil
 }
 
-// PublicKeysSQL reads the distinct non-NULL values of column of
-// schema.name, sorted by the column's type, at most $1 of them: the
-// proxy's own text, reading one public table and nothing else.
+// PublicKeysSQL reads the distinct non-NULL texts of column of
+// schema.name (keyText: every spelling of values its type holds equal,
+// as the rewritten query groups them), sorted bytewise, at most $1 of
+// them: the proxy's own text, reading one public table and nothing else.
 func PublicKeysSQL(schema, name, column string) (string, error) {
 	var parts [3]string
 	for i, s := range [3]string{schema, name, column} {
@@ -87,7 +88,7 @@ func PublicKeysSQL(schema, name, column string) (string, error) {
 		}
 		parts[i] = q
 	}
-	return "SELECT DISTINCT " + parts[2] + " FROM " + parts[0] + "." + parts[1] +
+	return "SELECT DISTINCT " + keyText(parts[2]) + " FROM " + parts[0] + "." + parts[1] +
 		" WHERE " + parts[2] + " IS NOT NULL ORDER BY 1 LIMIT $1::bigint", nil
 }
 

@@ -151,6 +151,13 @@ func (t *template) perUnit(unit string, whereClause *pg_query.Node) error {
 	for i, k := range t.p.keys {
 		e := k.key.Expr
 		t.keyCols[i] = "g" + strconv.Itoa(k.key.ResultCol)
+		// Grouped by the key's text, bytewise (keyText), unless its type's
+		// equality is already text identity: the text released is then
+		// the group itself, never one row's spelling of a value its type
+		// holds equal to others.
+		if !t.p.textIsEquality(k) {
+			e = keyText(e)
+		}
 		t.inner = append(t.inner, e+" AS "+t.keyCols[i])
 		t.innerGroup = append(t.innerGroup, e)
 		if pv := k.key.PublicValues; pv != nil {
@@ -409,4 +416,46 @@ func (p *planner) cheapClamp(arg *pg_query.Node) bool {
 	}
 	name := p.table.QualifiedName() + "." + c.name
 	return p.a.opts.IntegerColumns[name] || p.a.opts.ColumnTypes[name] == "numeric"
+}
+
+// keyText is a group key's expression as the rewritten query groups it:
+// its text, compared bytewise. PostgreSQL groups by the type's equality,
+// which for some types holds values with different texts equal (numeric
+// 1.0 and 1.00, float8 -0 and 0, interval '1 day' and '24:00:00', citext,
+// a nondeterministic collation) and returns the first row's text for the
+// group: which person's row that is depends on the data, so one person's
+// spelling could be the key released for a group of thousands (red team,
+// issue 16: TestGroupKeyTextIsTheGroup). Grouped by the text, each
+// spelling is a group of its own, released or not by partition selection
+// or the public values on its own units. The result's bytes are the same
+// as the column's (its text form; the proxy describes the original
+// statement's types).
+//
+// The text is the type's output function's (format's %s), which is what
+// PostgreSQL sends for the column: a cast to text is not (true and 'true',
+// char(n)'s padding, inet's netmask). NULL stays NULL.
+func keyText(e string) string {
+	return "(CASE WHEN (" + e + ") IS NULL THEN NULL ELSE format('%s', " + e + ") COLLATE \"C\" END)"
+}
+
+// textIdentityTypes are the column types (Options.ColumnTypes' internal
+// names) whose equality is identity of their text in a session: a key
+// that is a plain column of one is grouped natively (keyText would
+// change nothing but the cost). Not numeric (1.0 = 1.00), float (-0 = 0),
+// interval, bpchar without a length ('a' = 'a '), citext, nor a string
+// type with a nondeterministic collation (whose type name says so).
+var textIdentityTypes = map[string]bool{
+	"int2": true, "int4": true, "int8": true, "text": true, "varchar": true,
+	"date": true, "timestamp": true, "timestamptz": true, "bool": true, "uuid": true,
+}
+
+// textIsEquality reports whether key k is a plain column of a type in
+// textIdentityTypes.
+func (p *planner) textIsEquality(k plannedKey) bool {
+	ref := k.node.GetColumnRef()
+	if k.col == nil || ref == nil {
+		return false
+	}
+	typ, err := p.columnType(ref, k.col)
+	return err == nil && textIdentityTypes[typ]
 }
