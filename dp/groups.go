@@ -13,12 +13,31 @@ import (
 // public keys, ordered.
 
 // parseGroups reads the rewritten query's rows: keys, unit count, exact
-// bounded aggregates and histograms.
+// bounded aggregates and, with quantiles, the rows of the sparse
+// histograms (rewrite/histogram.go), each added to its group's dense
+// histogram of Buckets counts, 0 where no row came. Every group, and every
+// group added later (fillPublicKeys, or the one group of a query without
+// GROUP BY and without rows), has every quantile's histogram at full
+// length (withHists), so the exponential mechanism always chooses among
+// all of its buckets.
 func parseGroups(plan *rewrite.Plan, rows [][][]byte, ncols int) ([]Group, error) {
 	var groups []Group
+	// BucketCol is after the keys and the units (layout.go); a plan
+	// built elsewhere (tests) with the zero value has no histogram rows.
+	hasBuckets := plan.BucketCol > plan.UnitsCol
+	for _, a := range plan.Aggregates {
+		if a.HistCol >= 0 && !hasBuckets {
+			return nil, internal("%s: the plan has no bucket column", a.Func)
+		}
+	}
+	sparse := false // histogram rows, read once every group is
 	for _, r := range rows {
 		if len(r) < ncols {
 			return nil, internal("rewritten query returned %d columns, want %d", len(r), ncols)
+		}
+		if hasBuckets && r[plan.BucketCol] != nil {
+			sparse = true
+			continue
 		}
 		g := Group{Vals: make([]float64, len(r))}
 		for _, k := range plan.GroupKeys {
@@ -33,48 +52,63 @@ func parseGroups(plan *rewrite.Plan, rows [][][]byte, ncols int) ([]Group, error
 			}
 		}
 		g.Units = g.Vals[plan.UnitsCol]
+		withHists(plan, &g)
+		groups = append(groups, g)
+	}
+	if !sparse {
+		return groups, nil
+	}
+	byKey := make(map[string]*Group, len(groups))
+	for i := range groups {
+		byKey[joinKeys(groups[i].Keys)] = &groups[i]
+	}
+	for _, r := range rows {
+		if r[plan.BucketCol] == nil {
+			continue
+		}
+		b, err := strconv.Atoi(string(r[plan.BucketCol]))
+		if err != nil {
+			return nil, internal("rewritten query returned a malformed histogram bucket")
+		}
+		keys := make([][]byte, len(plan.GroupKeys))
+		for i, k := range plan.GroupKeys {
+			keys[i] = r[k.ResultCol]
+		}
+		g := byKey[joinKeys(keys)]
+		if g == nil {
+			return nil, internal("rewritten query returned a histogram row without its group")
+		}
 		for _, a := range plan.Aggregates {
-			if a.HistCol < 0 {
+			if a.HistCol < 0 || r[a.HistCol] == nil {
 				continue
 			}
-			h, err := parseNumArray(r[a.HistCol])
-			if err != nil || len(h) != a.Buckets {
-				return nil, internal("rewritten query returned a malformed histogram")
+			if b < 1 || b > a.Buckets {
+				return nil, internal("rewritten query returned a histogram bucket out of range")
 			}
-			if g.Hists == nil {
-				g.Hists = map[int][]float64{}
+			c, err := strconv.ParseFloat(string(r[a.HistCol]), 64)
+			if err != nil {
+				return nil, internal("rewritten query returned a malformed histogram count")
 			}
-			g.Hists[a.HistCol] = h
+			g.Hists[a.HistCol][b-1] += c
 		}
-		groups = append(groups, g)
 	}
 	return groups, nil
 }
 
-// parseNumArray reads the text form of a one-dimensional numeric array
-// ("{1,2.5,NULL}"); NULL counts as 0.
-func parseNumArray(b []byte) ([]float64, error) {
-	s := strings.TrimSpace(string(b))
-	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
-		return nil, internal("not an array")
-	}
-	s = s[1 : len(s)-1]
-	if s == "" {
-		return nil, nil
-	}
-	var out []float64
-	for _, f := range strings.Split(s, ",") {
-		if f == "NULL" {
-			out = append(out, 0)
+// withHists gives g a histogram of zeros of full length for every
+// quantile of plan.
+func withHists(plan *rewrite.Plan, g *Group) {
+	for _, a := range plan.Aggregates {
+		if a.HistCol < 0 {
 			continue
 		}
-		v, err := strconv.ParseFloat(f, 64)
-		if err != nil {
-			return nil, err
+		if g.Hists == nil {
+			g.Hists = map[int][]float64{}
 		}
-		out = append(out, v)
+		if len(g.Hists[a.HistCol]) != a.Buckets {
+			g.Hists[a.HistCol] = make([]float64, a.Buckets)
+		}
 	}
-	return out, nil
 }
 
 // fillPublicKeys returns one group for every combination of public key
@@ -100,7 +134,9 @@ func fillPublicKeys(plan *rewrite.Plan, groups []Group, ncols int) []Group {
 			out = append(out, g)
 			continue
 		}
-		out = append(out, Group{Keys: c, Vals: make([]float64, ncols)})
+		g := Group{Keys: c, Vals: make([]float64, ncols)}
+		withHists(plan, &g)
+		out = append(out, g)
 	}
 	return out
 }

@@ -34,7 +34,8 @@ type Group struct {
 	Keys  [][]byte // raw text of each group key (nil = NULL)
 	Units float64
 	Vals  []float64 // by result column index
-	// Hists are the quantile histograms, by result column index.
+	// Hists are the quantile histograms, by result column index, each
+	// of the aggregate's Buckets counts.
 	Hists map[int][]float64
 }
 
@@ -48,6 +49,9 @@ func (s *Spec) Release(cols []Column, rows [][][]byte) (*Answer, error) {
 	for _, a := range plan.Aggregates {
 		ncols = max(ncols, a.SumCol+1, a.CountCol+1, a.SumSqCol+1, a.HistCol+1)
 	}
+	if a := plan.BucketCol; a > plan.UnitsCol {
+		ncols = max(ncols, a+1)
+	}
 	groups, err := parseGroups(plan, rows, ncols)
 	if err != nil {
 		return nil, err
@@ -56,6 +60,7 @@ func (s *Spec) Release(cols []Column, rows [][][]byte) (*Answer, error) {
 	case len(plan.GroupKeys) == 0:
 		if len(groups) == 0 {
 			groups = []Group{{Vals: make([]float64, ncols)}}
+			withHists(plan, &groups[0])
 		}
 		groups = groups[:1]
 	case s.sel == nil:

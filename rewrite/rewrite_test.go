@@ -94,6 +94,9 @@ func render(stmts []*Statement, err error) string {
 func renderPlan(b *strings.Builder, p *Plan) {
 	if len(p.Branches) > 0 {
 		fmt.Fprintf(b, "-- union all of %d branches: params=%d limit=%d offset=%d\n", len(p.Branches), p.NumParams, p.Limit, p.Offset)
+		if p.BucketCol >= 0 {
+			fmt.Fprintf(b, "-- histogram rows: bucket_col=%d\n", p.BucketCol)
+		}
 		fmt.Fprintf(b, "-- describe: %s\n", p.DescribeSQL)
 		for i, o := range p.Outputs {
 			fmt.Fprintf(b, "-- output %d: %s\n", i, o.Name)
@@ -110,6 +113,9 @@ func renderPlan(b *strings.Builder, p *Plan) {
 	fmt.Fprintf(b, "%s\n", p.SQL)
 	fmt.Fprintf(b, "-- plan: table=%s params=%d max_groups=%d max_rows=%d partition_selection=%v units_col=%d limit=%d offset=%d\n",
 		p.Table.QualifiedName(), p.NumParams, p.MaxGroups, p.MaxRows, p.PartitionSelection, p.UnitsCol, p.Limit, p.Offset)
+	if p.BucketCol >= 0 {
+		fmt.Fprintf(b, "-- histogram rows: bucket_col=%d\n", p.BucketCol)
+	}
 	fmt.Fprintf(b, "-- describe: %s\n", p.DescribeSQL)
 	for i, k := range p.GroupKeys {
 		fmt.Fprintf(b, "-- key %d: column=%s public=%q col=%d\n", i, k.Column, k.PublicValues, k.ResultCol)
@@ -248,33 +254,25 @@ func checkPrivateSQL(t testing.TB, src string, p *Plan) {
 		t.Fatalf("rewrite of %q has %d statements", src, len(tree.Stmts))
 	}
 	refs := collectRels(tree.Stmts[0].Stmt.ProtoReflect())
-	// Descend through the FROM subqueries to the innermost SELECT.
-	sel := tree.Stmts[0].Stmt.GetSelectStmt()
-	depth := 0
-	for {
-		if sel == nil || len(sel.FromClause) == 0 {
-			t.Fatalf("rewrite of %q: unexpected shape at depth %d:\n%s", src, depth, p.SQL)
-		}
-		sub := sel.FromClause[0].GetRangeSubselect()
-		if sub == nil {
-			break
-		}
-		if len(sel.FromClause) != 1 {
-			t.Fatalf("rewrite of %q: a subquery is joined at depth %d:\n%s", src, depth, p.SQL)
-		}
-		sel = sub.Subquery.GetSelectStmt()
-		depth++
+	// With quantiles the result is a UNION ALL: the groups' rows, then
+	// the histograms' rows (histogram.go); each arm is checked alike.
+	arms := unionArms(tree.Stmts[0].Stmt.GetSelectStmt())
+	if p.BucketCol < 0 && len(arms) != 1 {
+		t.Fatalf("rewrite of %q: %d arms without quantiles:\n%s", src, len(arms), p.SQL)
 	}
-	// Every relation is read in the innermost FROM: the private table
-	// exactly once, and otherwise only public tables.
 	innermost := map[*pg_query.RangeVar]bool{}
-	for _, f := range sel.FromClause {
-		walk(f.ProtoReflect(), func(m protoreflect.Message) bool {
-			if rv, ok := m.Interface().(*pg_query.RangeVar); ok {
-				innermost[rv] = true
-			}
-			return true
-		})
+	for i, arm := range arms {
+		sel := checkArm(t, src, p, arm, i > 0)
+		// Every relation is read in the innermost FROM: the private
+		// table exactly once per arm, and otherwise only public tables.
+		for _, f := range sel.FromClause {
+			walk(f.ProtoReflect(), func(m protoreflect.Message) bool {
+				if rv, ok := m.Interface().(*pg_query.RangeVar); ok {
+					innermost[rv] = true
+				}
+				return true
+			})
+		}
 	}
 	private := 0
 	for _, r := range refs {
@@ -289,28 +287,21 @@ func checkPrivateSQL(t testing.TB, src string, p *Plan) {
 			t.Fatalf("rewrite of %q reads %s.%s, which is not a public table:\n%s", src, r.rv.Schemaname, r.rv.Relname, p.SQL)
 		}
 	}
-	if private != 1 {
-		t.Fatalf("rewrite of %q reads the private table %d times, want 1:\n%s", src, private, p.SQL)
-	}
-	nested := len(p.GroupKeys) > 0 || p.DistinctValues
-	if want := 1 + map[bool]int{true: 1}[nested]; depth != want {
-		t.Errorf("rewrite of %q: private table at depth %d, want %d:\n%s", src, depth, want, p.SQL)
-	}
-	if want := len(p.GroupKeys) + 1 + map[bool]int{true: 1}[p.DistinctValues]; len(sel.GroupClause) != want {
-		t.Fatalf("rewrite of %q: innermost GROUP BY has %d items, want %d", src, len(sel.GroupClause), want)
-	}
-	first := sel.GroupClause[0].GetColumnRef()
-	if first == nil || first.Fields[len(first.Fields)-1].GetString_().GetSval() != p.Table.PrivacyUnit {
-		t.Errorf("rewrite of %q: innermost GROUP BY does not start with the privacy unit %s", src, p.Table.PrivacyUnit)
+	if private != len(arms) {
+		t.Fatalf("rewrite of %q reads the private table %d times, want once in each of %d arms:\n%s", src, private, len(arms), p.SQL)
 	}
 	// The salt is the last parameter, and no other parameter is added.
 	if n := numParams(tree.Stmts[0].Stmt.GetSelectStmt()); n != p.SeedParam() {
 		t.Errorf("rewrite of %q: highest parameter $%d, want $%d", src, n, p.SeedParam())
 	}
 	checkConstantsHoisted(t, src, p, tree) // totality_test.go
-	// Result columns: keys, then dp_units, then each component once.
-	top := tree.Stmts[0].Stmt.GetSelectStmt()
+	// Result columns: keys, then dp_units, then each component once,
+	// then the bucket.
+	top := arms[0]
 	seen := map[int]bool{p.UnitsCol: true}
+	if p.BucketCol >= 0 {
+		seen[p.BucketCol] = true
+	}
 	if name := top.TargetList[p.UnitsCol].GetResTarget().Name; name != "dp_units" {
 		t.Errorf("rewrite of %q: UnitsCol %d is %q", src, p.UnitsCol, name)
 	}
@@ -331,6 +322,54 @@ func checkPrivateSQL(t testing.TB, src string, p *Plan) {
 	if len(seen) != len(top.TargetList) {
 		t.Errorf("rewrite of %q: %d result columns, %d referenced by the plan", src, len(top.TargetList), len(seen))
 	}
+}
+
+// unionArms is the SELECTs of a UNION ALL, in order, or sel alone.
+func unionArms(sel *pg_query.SelectStmt) []*pg_query.SelectStmt {
+	if sel == nil || sel.Op == pg_query.SetOperation_SETOP_NONE {
+		return []*pg_query.SelectStmt{sel}
+	}
+	return append(unionArms(sel.Larg), unionArms(sel.Rarg)...)
+}
+
+// checkArm checks one arm of the rewritten query, the groups' rows or a
+// histogram's (hist), and returns its innermost SELECT: the per-unit
+// query, at the expected depth, grouped by the unit first.
+func checkArm(t testing.TB, src string, p *Plan, arm *pg_query.SelectStmt, hist bool) *pg_query.SelectStmt {
+	t.Helper()
+	// Descend through the FROM subqueries to the innermost SELECT.
+	sel := arm
+	depth := 0
+	for {
+		if sel == nil || len(sel.FromClause) == 0 {
+			t.Fatalf("rewrite of %q: unexpected shape at depth %d:\n%s", src, depth, p.SQL)
+		}
+		sub := sel.FromClause[0].GetRangeSubselect()
+		if sub == nil {
+			break
+		}
+		if len(sel.FromClause) != 1 {
+			t.Fatalf("rewrite of %q: a subquery is joined at depth %d:\n%s", src, depth, p.SQL)
+		}
+		sel = sub.Subquery.GetSelectStmt()
+		depth++
+	}
+	nested := len(p.GroupKeys) > 0 || p.DistinctValues || hist
+	if want := 1 + map[bool]int{true: 1}[nested]; depth != want {
+		t.Errorf("rewrite of %q: private table at depth %d, want %d:\n%s", src, depth, want, p.SQL)
+	}
+	extra := map[bool]int{true: 1}[p.DistinctValues]
+	if hist {
+		extra = 1 // the bucket
+	}
+	if want := len(p.GroupKeys) + 1 + extra; len(sel.GroupClause) != want {
+		t.Fatalf("rewrite of %q: innermost GROUP BY has %d items, want %d", src, len(sel.GroupClause), want)
+	}
+	first := sel.GroupClause[0].GetColumnRef()
+	if first == nil || first.Fields[len(first.Fields)-1].GetString_().GetSval() != p.Table.PrivacyUnit {
+		t.Errorf("rewrite of %q: innermost GROUP BY does not start with the privacy unit %s", src, p.Table.PrivacyUnit)
+	}
+	return sel
 }
 
 func TestRewrittenSQLReadsTableOnlyPerUnit(t *testing.T) {
@@ -378,7 +417,7 @@ func TestDesignExamplePlan(t *testing.T) {
 		}
 	}
 	for _, frag := range []string{
-		"least(greatest((amount)::numeric, 0), 500)",
+		"CASE WHEN (amount)::numeric > 500 THEN 500 WHEN (amount)::numeric < 0 THEN 0 ELSE (amount)::numeric END",
 		"ORDER BY hashtextextended(concat_ws('|', dp_u, g0), $1::bigint), g0)",
 		"WHERE dp_rank <= 4",
 		"(region)::text IN ('north', 'south', 'east', 'west')",

@@ -107,12 +107,23 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 			return "", err
 		}
 	}
+	if plan.BucketCol >= 0 {
+		t.outer[plan.BucketCol] = "NULL::integer AS dp_bucket"
+	}
 	for col, c := range t.outer {
 		if c == "" {
 			return "", fmt.Errorf("rewrite: result column %d has no part (layout.go and template.go disagree)", col)
 		}
 	}
-	return t.assemble(from), nil
+	out := t.assemble(from)
+	hists, err := t.histograms(plan, from) // histogram.go
+	if err != nil {
+		return "", err
+	}
+	for _, h := range hists {
+		out += "\nUNION ALL\n" + h
+	}
+	return out, nil
 }
 
 // template is the rewritten query while it is printed: the lists of its
@@ -129,6 +140,7 @@ type template struct {
 	inner, innerGroup, where []string
 	perUnits                 []string // per-unit components carried to the outer query
 	outer                    []string
+	quantiles                []int // indexes in p.aggs of the quantiles
 }
 
 // perUnit starts the per-unit pre-aggregation: the unit, the keys and
@@ -217,8 +229,8 @@ func (t *template) aggregate(i int, pa plannedAgg) error {
 	// an integer column (SUM and AVG only: variance squares and
 	// quantiles bucket the value, which must not overflow or change
 	// type).
-	v := nullSafeSQL(col, fmt.Sprintf("least(greatest((%s)::numeric, %s), %s)", col, numLit(agg.Lower), numLit(agg.Upper)))
-	vSum := nullSafeSQL(col, fmt.Sprintf("least(greatest((%s)%s, %s), %s)", col, t.p.clampCast(pa.arg), numLit(agg.Lower), numLit(agg.Upper)))
+	v := clampSQL("("+col+")::numeric", agg.Lower, agg.Upper)
+	vSum := clampSQL("("+col+")"+t.p.clampCast(pa.arg), agg.Lower, agg.Upper)
 	switch agg.Kind {
 	case AggCount:
 		switch {
@@ -268,20 +280,10 @@ func (t *template) aggregate(i int, pa plannedAgg) error {
 		t.put(agg.SumCol, scaled(s))
 		t.put(agg.SumSqCol, scaled(q))
 	case AggQuantile:
-		wb := fmt.Sprintf("least(width_bucket(%s, %s, %s, %d), %d)", v, numLit(agg.Lower), numLit(agg.Upper), agg.Buckets, agg.Buckets)
-		f := ""
-		if fl := pa.filter; fl != nil {
-			fs, _ := deparseExpr(fl)
-			f = "(" + fs + ") AND "
-		}
-		var cells []string
-		for b := 1; b <= agg.Buckets; b++ {
-			h := fmt.Sprintf("h%d_%d", i, b)
-			t.inner = append(t.inner, fmt.Sprintf("count(*) FILTER (WHERE %s%s = %d) AS %s", f, wb, b, h))
-			t.perUnits = append(t.perUnits, h)
-			cells = append(cells, scaled(h))
-		}
-		t.put(agg.HistCol, "ARRAY["+strings.Join(cells, ", ")+"]")
+		// The group's row has no histogram; its buckets come in rows of
+		// their own (histogram, below).
+		t.put(agg.HistCol, "NULL::numeric")
+		t.quantiles = append(t.quantiles, i)
 	}
 	return nil
 }
@@ -323,14 +325,9 @@ func (t *template) assemble(from string) string {
 	// but its own rows and the seed; the hash only has to spread the
 	// choice evenly, and hashtextextended does that at a fraction of
 	// md5's cost, with a bigint that sorts faster than md5's hex text.
-	hashOf := func(cols []string) string {
-		return "hashtextextended(concat_ws('|', " + strings.Join(cols, ", ") + "), " + seed + ")"
-	}
+	hashOf := t.hashOf
 	hashArgs := append([]string{"dp_u"}, keyCols...)
-	hash := hashOf(hashArgs)
-	if len(keyCols) > 0 {
-		hash += ", " + strings.Join(keyCols, ", ")
-	}
+	hash := t.groupOrder() // the histograms' rows rank groups by the same order
 	if distinct != nil {
 		part := strings.Join(append([]string{"dp_u"}, keyCols...), ", ")
 		mid = append(mid, "dp_v", "dp_nv")
