@@ -206,6 +206,44 @@ func TestSQLQuantiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	near(t, "median of the amounts below 100", medBelow, truthBelow, 20)
+	// Grouped: each region's histogram rows go to its group. ε = 8, 2
+	// per group (L0 = 4): a bucket more than 2Δu/ε·(ln 4096 + ln 1e6) ≈
+	// 88 rows of rank from a region's median is chosen with probability
+	// < 1e-6; 25 covers that and the bounding of heavy customers' rows.
+	setEps(t, conn, "8")
+	byRegion := map[string]float64{}
+	rows, err := direct(t).Query(ctx, "SELECT region, percentile_cont(0.5) WITHIN GROUP (ORDER BY amount)::float8 FROM orders GROUP BY region")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var r string
+		var v float64
+		if err := rows.Scan(&r, &v); err != nil {
+			t.Fatal(err)
+		}
+		byRegion[r] = v
+	}
+	rows.Close()
+	rows, err = conn.Query(ctx, "SELECT region, percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) FROM orders GROUP BY region")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		var r string
+		var v float64
+		if err := rows.Scan(&r, &v); err != nil {
+			t.Fatal(err)
+		}
+		near(t, "median of region "+r, v, byRegion[r], 25)
+		t.Logf("median of region %s: %v, truth %v", r, v, byRegion[r])
+		n++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || n != 4 {
+		t.Errorf("grouped medians: %d rows, %v; want the 4 public regions", n, err)
+	}
 	wantCode(t, conn, "SELECT min(amount) FROM orders", "0A000", "percentile_cont")
 }
 
