@@ -12,39 +12,33 @@ import (
 // The groups of the rewritten query's result: parsed, completed with the
 // public keys, ordered.
 
-// parseGroups reads the rewritten query's rows: keys, unit count, exact
-// bounded aggregates and, with quantiles, the rows of the sparse
-// histograms (rewrite/histogram.go), each added to its group's dense
-// histogram of Buckets counts, 0 where no row came. Every group, and every
-// group added later (fillPublicKeys, or the one group of a query without
-// GROUP BY and without rows), has every quantile's histogram at full
-// length (withHists), so the exponential mechanism always chooses among
-// all of its buckets.
+// parseGroups reads the rewritten query's rows, one per group: keys, unit
+// count, exact bounded aggregates and, with quantiles, each quantile's
+// sparse histogram ({bucket, count} pairs of its non-empty buckets,
+// rewrite/histogram.go), put into a dense histogram of Buckets counts, 0
+// where no pair came. Every group, and every group added later
+// (fillPublicKeys, or the one group of a query without GROUP BY and
+// without rows), has every quantile's histogram at full length
+// (withHists), so the exponential mechanism always chooses among all of
+// its buckets.
 func parseGroups(plan *rewrite.Plan, rows [][][]byte, ncols int) ([]Group, error) {
 	var groups []Group
-	// BucketCol is after the keys and the units (layout.go); a plan
-	// built elsewhere (tests) with the zero value has no histogram rows.
-	hasBuckets := plan.BucketCol > plan.UnitsCol
+	hist := map[int]bool{}
 	for _, a := range plan.Aggregates {
-		if a.HistCol >= 0 && !hasBuckets {
-			return nil, internal("%s: the plan has no bucket column", a.Func)
+		if a.HistCol >= 0 {
+			hist[a.HistCol] = true
 		}
 	}
-	sparse := false // histogram rows, read once every group is
 	for _, r := range rows {
 		if len(r) < ncols {
 			return nil, internal("rewritten query returned %d columns, want %d", len(r), ncols)
-		}
-		if hasBuckets && r[plan.BucketCol] != nil {
-			sparse = true
-			continue
 		}
 		g := Group{Vals: make([]float64, len(r))}
 		for _, k := range plan.GroupKeys {
 			g.Keys = append(g.Keys, r[k.ResultCol])
 		}
 		for i, v := range r {
-			if v == nil {
+			if v == nil || hist[i] {
 				continue // an aggregate over no rows: 0
 			}
 			if f, err := strconv.ParseFloat(string(v), 64); err == nil {
@@ -53,46 +47,39 @@ func parseGroups(plan *rewrite.Plan, rows [][][]byte, ncols int) ([]Group, error
 		}
 		g.Units = g.Vals[plan.UnitsCol]
 		withHists(plan, &g)
-		groups = append(groups, g)
-	}
-	if !sparse {
-		return groups, nil
-	}
-	byKey := make(map[string]*Group, len(groups))
-	for i := range groups {
-		byKey[joinKeys(groups[i].Keys)] = &groups[i]
-	}
-	for _, r := range rows {
-		if r[plan.BucketCol] == nil {
-			continue
-		}
-		b, err := strconv.Atoi(string(r[plan.BucketCol]))
-		if err != nil {
-			return nil, internal("rewritten query returned a malformed histogram bucket")
-		}
-		keys := make([][]byte, len(plan.GroupKeys))
-		for i, k := range plan.GroupKeys {
-			keys[i] = r[k.ResultCol]
-		}
-		g := byKey[joinKeys(keys)]
-		if g == nil {
-			return nil, internal("rewritten query returned a histogram row without its group")
-		}
 		for _, a := range plan.Aggregates {
 			if a.HistCol < 0 || r[a.HistCol] == nil {
 				continue
 			}
-			if b < 1 || b > a.Buckets {
-				return nil, internal("rewritten query returned a histogram bucket out of range")
+			if err := addPairs(g.Hists[a.HistCol], r[a.HistCol]); err != nil {
+				return nil, err
 			}
-			c, err := strconv.ParseFloat(string(r[a.HistCol]), 64)
-			if err != nil {
-				return nil, internal("rewritten query returned a malformed histogram count")
-			}
-			g.Hists[a.HistCol][b-1] += c
 		}
+		groups = append(groups, g)
 	}
 	return groups, nil
+}
+
+// addPairs adds to hist the text form of a numeric[][] of {bucket, count}
+// pairs ("{{1,0.5},{4,2}}"), buckets from 1 to len(hist).
+func addPairs(hist []float64, b []byte) error {
+	s := strings.TrimSpace(string(b))
+	if len(s) < 4 || !strings.HasPrefix(s, "{{") || !strings.HasSuffix(s, "}}") {
+		return internal("rewritten query returned a malformed histogram")
+	}
+	for _, pair := range strings.Split(s[2:len(s)-2], "},{") {
+		bs, cs, ok := strings.Cut(pair, ",")
+		if !ok {
+			return internal("rewritten query returned a malformed histogram")
+		}
+		bucket, err1 := strconv.Atoi(bs)
+		c, err2 := strconv.ParseFloat(cs, 64)
+		if err1 != nil || err2 != nil || bucket < 1 || bucket > len(hist) {
+			return internal("rewritten query returned a malformed histogram")
+		}
+		hist[bucket-1] += c
+	}
+	return nil
 }
 
 // withHists gives g a histogram of zeros of full length for every

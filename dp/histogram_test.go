@@ -10,13 +10,13 @@ import (
 )
 
 // quantilePlan is a plan with one GROUP BY key (column 0), the units
-// (column 1), one quantile of [0, 8] over 4 buckets (column 2) and the
-// bucket (column 3), as rewrite/layout.go lays it out.
+// (column 1) and one quantile of [0, 8] over 4 buckets (column 2), as
+// rewrite/layout.go lays it out.
 func quantilePlan(public []string) *rewrite.Plan {
 	a := &rewrite.Aggregate{Kind: rewrite.AggQuantile, Func: "percentile_cont", Lower: 0, Upper: 8, Quantile: 0.5, Buckets: 4,
 		HistCol: 2, CountCol: -1, SumCol: -1, SumSqCol: -1}
 	p := &rewrite.Plan{Table: &conf.Table{Schema: "public", Name: "t", PrivacyUnit: "uid"}, Aggregates: []*rewrite.Aggregate{a},
-		GroupKeys: []rewrite.GroupKey{{ResultCol: 0, PublicValues: public}}, UnitsCol: 1, BucketCol: 3, MaxGroups: 1, MaxRows: 2, Limit: -1, SQL: "SELECT 1"}
+		GroupKeys: []rewrite.GroupKey{{ResultCol: 0, PublicValues: public}}, UnitsCol: 1, MaxGroups: 1, MaxRows: 2, Limit: -1, SQL: "SELECT 1"}
 	p.Outputs = []rewrite.Output{{GroupKey: 0}, {GroupKey: -1, Agg: a}}
 	return p
 }
@@ -31,21 +31,17 @@ func row(vals ...string) [][]byte {
 	return r
 }
 
-// TestSparseHistogramRows: the histogram rows, in any order and
-// interleaved with the groups' rows, fill each group's dense histogram of
-// Buckets counts, 0 where no row came, NULL keys included.
-func TestSparseHistogramRows(t *testing.T) {
+// TestSparseHistogramPairs: each group's {bucket, count} pairs fill its
+// dense histogram of Buckets counts, 0 where no pair came, and a group
+// without pairs (NULL) has Buckets zeros.
+func TestSparseHistogramPairs(t *testing.T) {
 	plan := quantilePlan(nil)
 	rows := [][][]byte{
-		row("b", "NULL", "NULL", "3"),
-		row("a", "NULL", "1.5", "4"),
-		row("a", "7", "NULL", "NULL"),
-		row("NULL", "NULL", "2", "1"),
-		row("b", "5", "NULL", "NULL"),
-		row("a", "NULL", "0.5", "1"),
-		row("NULL", "2", "NULL", "NULL"),
+		row("a", "7", "{{1,0.5},{4,1.5}}"),
+		row("b", "5", "NULL"),
+		row("NULL", "2", "{{1,2}}"),
 	}
-	groups, err := parseGroups(plan, rows, 4)
+	groups, err := parseGroups(plan, rows, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,8 +56,8 @@ func TestSparseHistogramRows(t *testing.T) {
 			k = string(g.Keys[0])
 		}
 		h := g.Hists[2]
-		if len(h) != 4 || g.Units != units[k] {
-			t.Fatalf("group %s: units %v, histogram %v", k, g.Units, h)
+		if len(h) != 4 || g.Units != units[k] || g.Vals[2] != 0 {
+			t.Fatalf("group %s: units %v, histogram %v, value %v", k, g.Units, h, g.Vals[2])
 		}
 		for i := range h {
 			if h[i] != want[k][i] {
@@ -70,12 +66,10 @@ func TestSparseHistogramRows(t *testing.T) {
 			}
 		}
 	}
-	// The "b" row of bucket 3 has no count for the quantile (NULL): it
-	// adds nothing; a bucket out of range, a histogram row without its
-	// group and a malformed bucket are internal errors.
-	for _, bad := range [][][]byte{row("a", "NULL", "1", "5"), row("a", "NULL", "1", "0"), row("c", "NULL", "1", "1"), row("a", "NULL", "1", "x")} {
-		if _, err := parseGroups(plan, append([][][]byte{row("a", "7", "NULL", "NULL")}, bad), 4); err == nil {
-			t.Errorf("histogram row %q accepted", bad)
+	// A bucket out of range and malformed pairs are internal errors.
+	for _, bad := range []string{"{{5,1}}", "{{0,1}}", "{{1}}", "{{x,1}}", "{1,2}", "{{1,y}}"} {
+		if _, err := parseGroups(plan, [][][]byte{row("a", "7", bad)}, 3); err == nil {
+			t.Errorf("histogram %q accepted", bad)
 		}
 	}
 }
@@ -120,9 +114,9 @@ func TestQuantileOfNoRowsUsesAllBuckets(t *testing.T) {
 }
 
 // noKeys is plan without its GROUP BY key: units in column 0, the
-// quantile in 1, the bucket in 2.
+// quantile in 1.
 func noKeys(plan *rewrite.Plan) *rewrite.Plan {
-	plan.GroupKeys, plan.UnitsCol, plan.BucketCol = nil, 0, 2
+	plan.GroupKeys, plan.UnitsCol = nil, 0
 	plan.Aggregates[0].HistCol = 1
 	plan.Outputs = plan.Outputs[1:]
 	return plan

@@ -49,9 +49,6 @@ func (s *Spec) Release(cols []Column, rows [][][]byte) (*Answer, error) {
 	for _, a := range plan.Aggregates {
 		ncols = max(ncols, a.SumCol+1, a.CountCol+1, a.SumSqCol+1, a.HistCol+1)
 	}
-	if a := plan.BucketCol; a > plan.UnitsCol {
-		ncols = max(ncols, a+1)
-	}
 	groups, err := parseGroups(plan, rows, ncols)
 	if err != nil {
 		return nil, err

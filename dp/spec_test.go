@@ -39,7 +39,7 @@ func onePlan() *rewrite.Plan {
 		{Kind: rewrite.AggVariance, Func: "var_pop", Lower: 0, Upper: 10, CountCol: 7, SumCol: 8, SumSqCol: 9, HistCol: -1},
 		{Kind: rewrite.AggQuantile, Func: "percentile_cont", Lower: 0, Upper: 10, Quantile: 0.5, Buckets: 2, HistCol: 10, CountCol: -1, SumCol: -1, SumSqCol: -1},
 	}
-	p := &rewrite.Plan{Table: &conf.Table{Schema: "public", Name: "t", PrivacyUnit: "uid"}, Aggregates: aggs, MaxGroups: 1, MaxRows: 2, Limit: -1, SQL: "SELECT 1", BucketCol: 11}
+	p := &rewrite.Plan{Table: &conf.Table{Schema: "public", Name: "t", PrivacyUnit: "uid"}, Aggregates: aggs, MaxGroups: 1, MaxRows: 2, Limit: -1, SQL: "SELECT 1"}
 	for _, a := range aggs {
 		p.Outputs = append(p.Outputs, rewrite.Output{GroupKey: -1, Agg: a})
 	}
@@ -101,17 +101,15 @@ func TestReleaseGivenRows(t *testing.T) {
 	}
 	s.rnd = bytes.NewReader(bytes.Repeat([]byte{0xff}, 64))
 	// units, count, distinct units, distinct values, sum, avg count and
-	// sum, variance count, centred sum and squares, no histogram count
-	// and no bucket; then the histogram's one non-empty bucket, 2 of 2.
+	// sum, variance count, centred sum and squares, histogram ({bucket,
+	// count} pairs: bucket 2 of 2 holds 4).
 	row := [][]byte{[]byte("3"), []byte("4"), []byte("3"), []byte("2"), []byte("20.5"), []byte("4"), []byte("20"),
-		[]byte("4"), []byte("0"), []byte("40"), nil, nil}
-	hist := make([][]byte, 12)
-	hist[10], hist[11] = []byte("4"), []byte("2")
+		[]byte("4"), []byte("0"), []byte("40"), []byte("{{2,4}}")}
 	cols := make([]Column, len(plan.Outputs))
 	for i := range cols {
 		cols[i] = Column{Name: plan.Aggregates[i].Func, Type: 1700} // numeric
 	}
-	a, err := s.Release(cols, [][][]byte{row, hist})
+	a, err := s.Release(cols, [][][]byte{row})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,36 +5,45 @@ import (
 	"strings"
 )
 
-// Sparse histograms: the rows of a quantile's histogram in the rewritten
-// query (layout.go, template.go).
+// Sparse histograms: a quantile's histogram in the rewritten query
+// (layout.go, template.go).
 //
 // A quantile's histogram is released by the exponential mechanism over
 // Buckets equal buckets of [Lower, Upper] (dp/quantile.go). The database
-// returns it sparse: after the group's row, one row per group and
-// non-empty bucket, each with the bucket's bounded count
+// computes it sparse: beside the groups' rows (assemble), a UNION ALL arm
+// per distinct bucket expression returns one row per group and non-empty
+// bucket, with the bucket's bounded count
 //
 //	H(g, b) = Σ over units u that keep g: c(u, g, b) · least(1, R / n(u, g))
 //
 // where c(u, g, b) is u's number of rows of g whose value falls in b, n(u,
 // g) all of u's rows of g (those with a NULL value or outside the
-// aggregate's FILTER included, as in the group's row) and R is
-// max_rows_per_unit. The proxy puts the rows into a dense histogram of
-// Buckets counts, 0 where no row came, so the mechanism sees exactly the
-// histogram the dense form (one count(*) FILTER per bucket) computed, at a
-// cost that grows with the non-empty buckets instead of with Buckets.
+// aggregate's FILTER included, as in the groups' rows) and R is
+// max_rows_per_unit. A last GROUP BY of the keys over the arms merges each
+// group's rows into one (withHistograms): the group's bounded parts, and
+// for each quantile a numeric[][] of {bucket, count} pairs of its
+// non-empty buckets, at most Buckets of them. Groups are matched by the
+// keys' equality in the database, never by their text in the proxy (equal
+// numerics such as 1.0 and 1.00 print differently). The proxy puts the
+// pairs into a dense histogram of Buckets counts, 0 where no pair came
+// (dp/groups.go), so the mechanism sees exactly the histogram the former
+// dense form (one count(*) FILTER per bucket) computed, at a cost that
+// grows with the non-empty buckets instead of with Buckets.
 //
 // Why this bounds one unit as the exponential mechanism assumes. The
 // weights are the per-unit scaling of every other aggregate: Σ_b c(u, g,
 // b) ≤ n(u, g), so one unit adds at most least(1, R/n)·n ≤ R to the
 // histogram of g in total (sensitivity.QuantileUtility's R), whatever the
-// buckets its rows fall in. Which groups a unit keeps is decided exactly
-// as in the group's rows: dense_rank over the unit's groups by the same
-// seeded hash and keys (groupOrder) gives each (unit, group) the rank that
-// row_number gives it there, and groups beyond max_groups_per_unit are
-// dropped before the sum, so a unit touches at most L0 histograms. The
-// rows never leave the proxy; how many there are depends on the data as
-// the number of groups always did, and is at most Buckets per group and
-// quantile, a public bound.
+// buckets its rows fall in. Which groups a unit keeps is decided as in the
+// groups' rows: dense_rank over the unit's groups by the same seeded hash
+// and keys (groupOrder) gives each (unit, group) the rank that row_number
+// gives it there, and groups beyond max_groups_per_unit are dropped
+// before the sum, so a unit touches at most L0 histograms. This holds in
+// the histogram's arm by itself, even where the two arms' ranks could
+// differ (a key whose equal values print differently hashes differently):
+// dense_rank gives each of a unit's groups at least one rank, so ranks up
+// to max_groups_per_unit cover at most that many groups, and a group's
+// rows weigh at most R together. The histogram never leaves the proxy.
 
 // clampSQL is x clamped to [lo, hi], written as a CASE so that
 // postgres_fdw can push it down to a shard (it does not ship LEAST and
@@ -100,7 +109,7 @@ func histogramBucket(pa plannedAgg) (string, error) {
 // and bounds share their rows), each with the result's columns, NULL but
 // the keys, the bucket and each of its quantiles' bounded count of the
 // bucket (see the top of this file).
-func (t *template) histograms(plan *Plan, from string) ([]string, error) {
+func (t *template) histograms(from string) ([]string, error) {
 	var order []string
 	share := map[string][]*Aggregate{}
 	for _, i := range t.quantiles {
@@ -116,20 +125,20 @@ func (t *template) histograms(plan *Plan, from string) ([]string, error) {
 	}
 	var out []string
 	for _, b := range order {
-		out = append(out, t.histogram(plan, from, b, share[b]))
+		out = append(out, t.histogram(from, b, share[b]))
 	}
 	return out, nil
 }
 
 // histogram prints the rows of the histogram of bucket, for aggs.
-func (t *template) histogram(plan *Plan, from, bucket string, aggs []*Aggregate) string {
+func (t *template) histogram(from, bucket string, aggs []*Aggregate) string {
 	nk := len(t.keyCols)
 	// The per-(unit, group, bucket) rows: the unit, the keys, the WHERE
 	// and public values of the group's rows (perUnit).
 	inner := append(append([]string{}, t.inner[:1+nk]...), bucket+" AS dp_b", "count(*) AS dp_c")
 	group := append(append([]string{}, t.innerGroup[:1+nk]...), bucket)
 	var b strings.Builder
-	outer := make([]string, len(t.outer))
+	outer := make([]string, t.p.width+1)
 	for i := range outer {
 		outer[i] = "NULL"
 	}
@@ -137,7 +146,7 @@ func (t *template) histogram(plan *Plan, from, bucket string, aggs []*Aggregate)
 	for _, a := range aggs {
 		outer[a.HistCol] = "sum(dp_c * least(1, " + t.r + "::numeric / dp_n))"
 	}
-	outer[plan.BucketCol] = "dp_b"
+	outer[t.p.width] = "dp_b"
 	part := strings.Join(append([]string{"dp_u"}, t.keyCols...), ", ")
 	mid := append(append([]string{"dp_u"}, t.keyCols...), "dp_b", "dp_c", "sum(dp_c) OVER (PARTITION BY "+part+") AS dp_n")
 	if nk > 0 {
@@ -161,4 +170,55 @@ func (t *template) histogram(plan *Plan, from, bucket string, aggs []*Aggregate)
 		b.WriteString("GROUP BY dp_b")
 	}
 	return b.String()
+}
+
+// withHistograms prints the rewritten query of a plan with quantiles: the
+// groups' rows (assemble) and the histograms' rows (histograms), each arm
+// with one more column, dp_bucket (NULL in the groups' rows), merged by a
+// last GROUP BY of the keys into one row per group in the layout's
+// columns: the bounded parts (max of the one non-NULL value), and each
+// quantile's {bucket, count} pairs.
+func (t *template) withHistograms(from string) (string, error) {
+	hists, err := t.histograms(from)
+	if err != nil {
+		return "", err
+	}
+	main := append([]string{}, t.outer...)
+	t.outer = append(t.outer, "NULL::integer AS dp_bucket")
+	arms := t.assemble(from)
+	t.outer = main
+	for _, h := range hists {
+		arms += "\nUNION ALL\n" + h
+	}
+	hist := map[int]bool{}
+	for _, i := range t.quantiles {
+		hist[t.p.aggs[i].agg.HistCol] = true
+	}
+	cols := make([]string, t.p.width)
+	for col := range cols {
+		// The arms' column names are the groups' rows' (assemble, put).
+		var name string
+		switch {
+		case col < len(t.keyCols):
+			name = t.keyCols[col]
+		case col == len(t.keyCols):
+			name = "dp_units"
+		default:
+			name = "a" + strconv.Itoa(col-len(t.keyCols)-1)
+		}
+		switch {
+		case col < len(t.keyCols):
+			cols[col] = name
+		case hist[col]:
+			cols[col] = "array_agg(ARRAY[dp_bucket, " + name + "] ORDER BY dp_bucket) FILTER (WHERE " + name + " IS NOT NULL) AS " + name
+		default:
+			cols[col] = "max(" + name + ") AS " + name
+		}
+	}
+	var b strings.Builder
+	b.WriteString("SELECT " + strings.Join(cols, ", ") + "\nFROM (\n" + arms + "\n) AS dp_rows")
+	if len(t.keyCols) > 0 {
+		b.WriteString("\nGROUP BY " + strings.Join(t.keyCols, ", "))
+	}
+	return b.String(), nil
 }

@@ -9,15 +9,9 @@ package rewrite
 //	dp_units       the number of units of the group (Plan.UnitsCol)
 //	a0, a1, ...    the bounded parts of the aggregates, in the order of
 //	               Plan.Aggregates, each in the order of aggParts
-//	dp_bucket      with quantiles only: the bucket of a histogram row
-//	               (Plan.BucketCol)
 //
 // The proxy reads the noisy values from these columns (Aggregate.SumCol,
-// CountCol, SumSqCol, HistCol). With quantiles the result has two kinds of
-// rows: one per group (dp_bucket NULL, every quantile's HistCol NULL) and,
-// for each quantile, one per group and non-empty bucket of its histogram
-// (dp_bucket the bucket, that quantile's HistCol its bounded count, every
-// other column but the keys NULL); template.go, "sparse histograms".
+// CountCol, SumSqCol, HistCol).
 
 // aggPart is one bounded part of an aggregate: one column of the result.
 type aggPart int
@@ -26,7 +20,7 @@ const (
 	partCount aggPart = iota // CountCol: a bounded count
 	partSum                  // SumCol: a bounded sum of the clamped argument
 	partSumSq                // SumSqCol: a bounded sum of centred squares
-	partHist                 // HistCol: a histogram row's bounded count
+	partHist                 // HistCol: a sparse histogram (histogram.go)
 )
 
 // aggParts are the parts an aggregate of each kind releases, in the order
@@ -63,7 +57,7 @@ func (a *Aggregate) col(part aggPart) *int {
 
 // layout assigns the result columns: each key's ResultCol (and Expr, the
 // key as the template prints it), UnitsCol, each aggregate's part columns
-// (the others stay -1), BucketCol and DistinctValues. It sets p.width, the number of
+// (the others stay -1), and DistinctValues. It sets p.width, the number of
 // result columns.
 func (p *planner) layout(plan *Plan) error {
 	for i := range p.keys {
@@ -77,7 +71,6 @@ func (p *planner) layout(plan *Plan) error {
 	plan.UnitsCol = len(p.keys)
 	next := len(p.keys) + 1
 	plan.DistinctValues = false
-	plan.BucketCol = -1
 	for _, a := range p.aggs {
 		if a.agg.Kind == AggCountDistinct {
 			plan.DistinctValues = true
@@ -85,13 +78,6 @@ func (p *planner) layout(plan *Plan) error {
 		for _, part := range aggParts(a.agg.Kind) {
 			*a.agg.col(part) = next
 			next++
-		}
-	}
-	for _, a := range p.aggs {
-		if a.agg.Kind == AggQuantile {
-			plan.BucketCol = next
-			next++
-			break
 		}
 	}
 	p.width = next

@@ -135,9 +135,10 @@ type Aggregate struct {
 	// AggAvg and AggVariance use both. -1 where unused.
 	SumCol, CountCol int
 	// SumSqCol (AggVariance) is the bounded sum of (clamped arg - mid)^2,
-	// mid = (Lower+Upper)/2. HistCol (AggQuantile) is, on this
-	// aggregate's histogram rows (Plan.BucketCol), the bounded count of
-	// the row's bucket, and NULL on every other row. -1 where unused.
+	// mid = (Lower+Upper)/2. HistCol (AggQuantile) is the group's sparse
+	// histogram, a two-dimensional numeric[] of {bucket, bounded count}
+	// pairs, one per non-empty bucket (1 .. Buckets) in bucket order, NULL
+	// when every bucket is empty (rewrite/histogram.go). -1 where unused.
 	SumSqCol, HistCol int
 	// Text is the aggregate as written (deparsed), for notices and EXPLAIN.
 	Text string
@@ -204,11 +205,6 @@ type Plan struct {
 	// UnitsCol is the result column holding the number of distinct privacy
 	// units in each group (after bounding), for partition selection.
 	UnitsCol int
-	// BucketCol, in a plan with quantiles, is the result column holding
-	// the bucket (1 .. Buckets) of a histogram row, NULL on the groups'
-	// rows; -1 without quantiles. The result has one row per group and,
-	// for each quantile, one row per group and non-empty bucket (layout.go).
-	BucketCol int
 	// PartitionSelection is true when some group key has no public values:
 	// a group is released only if its noisy unit count passes a threshold.
 	PartitionSelection bool

@@ -108,7 +108,7 @@ func (a *Analyzer) planSelect(sel *pg_query.SelectStmt, refs []*relRef, minParam
 	if err := p.shape(sel, name); err != nil {
 		return nil, err
 	}
-	plan := &Plan{Table: p.table, MaxRows: p.table.MaxRowsPerUnit, Limit: -1, BucketCol: -1}
+	plan := &Plan{Table: p.table, MaxRows: p.table.MaxRowsPerUnit, Limit: -1}
 	if err := p.groupBy(sel); err != nil { // keys.go
 		return nil, err
 	}

@@ -94,9 +94,6 @@ func render(stmts []*Statement, err error) string {
 func renderPlan(b *strings.Builder, p *Plan) {
 	if len(p.Branches) > 0 {
 		fmt.Fprintf(b, "-- union all of %d branches: params=%d limit=%d offset=%d\n", len(p.Branches), p.NumParams, p.Limit, p.Offset)
-		if p.BucketCol >= 0 {
-			fmt.Fprintf(b, "-- histogram rows: bucket_col=%d\n", p.BucketCol)
-		}
 		fmt.Fprintf(b, "-- describe: %s\n", p.DescribeSQL)
 		for i, o := range p.Outputs {
 			fmt.Fprintf(b, "-- output %d: %s\n", i, o.Name)
@@ -113,9 +110,6 @@ func renderPlan(b *strings.Builder, p *Plan) {
 	fmt.Fprintf(b, "%s\n", p.SQL)
 	fmt.Fprintf(b, "-- plan: table=%s params=%d max_groups=%d max_rows=%d partition_selection=%v units_col=%d limit=%d offset=%d\n",
 		p.Table.QualifiedName(), p.NumParams, p.MaxGroups, p.MaxRows, p.PartitionSelection, p.UnitsCol, p.Limit, p.Offset)
-	if p.BucketCol >= 0 {
-		fmt.Fprintf(b, "-- histogram rows: bucket_col=%d\n", p.BucketCol)
-	}
 	fmt.Fprintf(b, "-- describe: %s\n", p.DescribeSQL)
 	for i, k := range p.GroupKeys {
 		fmt.Fprintf(b, "-- key %d: column=%s public=%q col=%d\n", i, k.Column, k.PublicValues, k.ResultCol)
@@ -254,11 +248,23 @@ func checkPrivateSQL(t testing.TB, src string, p *Plan) {
 		t.Fatalf("rewrite of %q has %d statements", src, len(tree.Stmts))
 	}
 	refs := collectRels(tree.Stmts[0].Stmt.ProtoReflect())
-	// With quantiles the result is a UNION ALL: the groups' rows, then
-	// the histograms' rows (histogram.go); each arm is checked alike.
-	arms := unionArms(tree.Stmts[0].Stmt.GetSelectStmt())
-	if p.BucketCol < 0 && len(arms) != 1 {
-		t.Fatalf("rewrite of %q: %d arms without quantiles:\n%s", src, len(arms), p.SQL)
+	// With quantiles the result is a GROUP BY over a UNION ALL: the
+	// groups' rows, then the histograms' rows (histogram.go); each arm is
+	// checked alike.
+	top := tree.Stmts[0].Stmt.GetSelectStmt()
+	arms := []*pg_query.SelectStmt{top}
+	quantiles := false
+	for _, a := range p.Aggregates {
+		quantiles = quantiles || a.Kind == AggQuantile
+	}
+	if quantiles {
+		if len(top.FromClause) != 1 || top.FromClause[0].GetRangeSubselect() == nil {
+			t.Fatalf("rewrite of %q: quantiles without the merge of the arms:\n%s", src, p.SQL)
+		}
+		arms = unionArms(top.FromClause[0].GetRangeSubselect().Subquery.GetSelectStmt())
+		if len(arms) < 2 {
+			t.Fatalf("rewrite of %q: quantiles without histogram arms:\n%s", src, p.SQL)
+		}
 	}
 	innermost := map[*pg_query.RangeVar]bool{}
 	for i, arm := range arms {
@@ -295,13 +301,8 @@ func checkPrivateSQL(t testing.TB, src string, p *Plan) {
 		t.Errorf("rewrite of %q: highest parameter $%d, want $%d", src, n, p.SeedParam())
 	}
 	checkConstantsHoisted(t, src, p, tree) // totality_test.go
-	// Result columns: keys, then dp_units, then each component once,
-	// then the bucket.
-	top := arms[0]
+	// Result columns: keys, then dp_units, then each component once.
 	seen := map[int]bool{p.UnitsCol: true}
-	if p.BucketCol >= 0 {
-		seen[p.BucketCol] = true
-	}
 	if name := top.TargetList[p.UnitsCol].GetResTarget().Name; name != "dp_units" {
 		t.Errorf("rewrite of %q: UnitsCol %d is %q", src, p.UnitsCol, name)
 	}

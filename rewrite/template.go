@@ -107,23 +107,15 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 			return "", err
 		}
 	}
-	if plan.BucketCol >= 0 {
-		t.outer[plan.BucketCol] = "NULL::integer AS dp_bucket"
-	}
 	for col, c := range t.outer {
 		if c == "" {
 			return "", fmt.Errorf("rewrite: result column %d has no part (layout.go and template.go disagree)", col)
 		}
 	}
-	out := t.assemble(from)
-	hists, err := t.histograms(plan, from) // histogram.go
-	if err != nil {
-		return "", err
+	if len(t.quantiles) == 0 {
+		return t.assemble(from), nil
 	}
-	for _, h := range hists {
-		out += "\nUNION ALL\n" + h
-	}
-	return out, nil
+	return t.withHistograms(from) // histogram.go
 }
 
 // template is the rewritten query while it is printed: the lists of its

@@ -50,7 +50,7 @@ func (a *Analyzer) planUnion(sel *pg_query.SelectStmt, refs []*relRef) (*Plan, e
 	collect(sel.Larg)
 	collect(sel.Rarg)
 	nparams := numParams(sel)
-	plan := &Plan{Table: priv.table, NumParams: nparams, Limit: -1, BucketCol: -1}
+	plan := &Plan{Table: priv.table, NumParams: nparams, Limit: -1}
 	for i, leaf := range leaves {
 		in := map[*pg_query.RangeVar]bool{}
 		for _, r := range collectRels(leaf.ProtoReflect()) {
