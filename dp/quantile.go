@@ -28,12 +28,13 @@ import (
 // ε/L0. The bucket count and bounds are public (the plan's), so nothing
 // else about the rows is used.
 //
-// The histogram. The database returns it sparse, one row per group and
-// non-empty bucket (rewrite/histogram.go, which gives the argument that
-// one unit adds at most R to a group's histogram in total and touches at
-// most L0 groups), and parseGroups (groups.go) puts the rows into a dense
-// histogram of all Buckets counts, 0 where no row came; a group without
-// rows has Buckets zeros. The mechanism therefore always chooses among
+// The histogram. The database computes it sparse, one row per group and
+// non-empty bucket, and returns it in the group's row as {bucket, count}
+// pairs (rewrite/histogram.go, which gives the argument that one unit
+// adds at most R to a group's histogram in total and touches at most L0
+// groups); parseGroups (groups.go) puts the pairs into a dense histogram
+// of all Buckets counts, 0 where no pair came; a group without rows has
+// Buckets zeros. The mechanism therefore always chooses among
 // every bucket, as the analysis above assumes, and the rows themselves
 // never leave the proxy.
 //
