@@ -18,8 +18,8 @@ import (
 // at most (upper-lower)/8192. The database returns the histogram sparse
 // (histogram.go), so its cost grows with the non-empty buckets, not with
 // this number; a finer grid was never less accurate at any size measured
-// (dp/quantile.go), and the proxy reads at most this many rows per group
-// and quantile.
+// (dp/quantile.go), and the proxy reads at most this many {bucket, count}
+// pairs per group and quantile.
 const quantileBuckets = 4096
 
 // isAggregate reports whether a function call is an aggregate (or a known

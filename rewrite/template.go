@@ -272,8 +272,8 @@ func (t *template) aggregate(i int, pa plannedAgg) error {
 		t.put(agg.SumCol, scaled(s))
 		t.put(agg.SumSqCol, scaled(q))
 	case AggQuantile:
-		// The group's row has no histogram; its buckets come in rows of
-		// their own (histogram, below).
+		// The groups' rows have no histogram: its buckets come in rows of
+		// their own, merged into the group's row (histogram.go).
 		t.put(agg.HistCol, "NULL::numeric")
 		t.quantiles = append(t.quantiles, i)
 	}
