@@ -218,7 +218,10 @@ func (t *template) withHistograms(from string) (string, error) {
 	var b strings.Builder
 	b.WriteString("SELECT " + strings.Join(cols, ", ") + "\nFROM (\n" + arms + "\n) AS dp_rows")
 	if len(t.keyCols) > 0 {
-		b.WriteString("\nGROUP BY " + strings.Join(t.keyCols, ", "))
+		// Only the groups of the groups' rows: where the arms' ranks could
+		// differ (see the top of this file), a group that only a histogram
+		// has is left out, not released with no units.
+		b.WriteString("\nGROUP BY " + strings.Join(t.keyCols, ", ") + "\nHAVING count(dp_units) > 0")
 	}
 	return b.String(), nil
 }
