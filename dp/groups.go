@@ -12,10 +12,23 @@ import (
 // The groups of the rewritten query's result: parsed, completed with the
 // public keys, ordered.
 
-// parseGroups reads the rewritten query's rows: keys, unit count, exact
-// bounded aggregates and histograms.
+// parseGroups reads the rewritten query's rows, one per group: keys, unit
+// count, exact bounded aggregates and, with quantiles, each quantile's
+// sparse histogram ({bucket, count} pairs of its non-empty buckets,
+// rewrite/histogram.go), put into a dense histogram of Buckets counts, 0
+// where no pair came. Every group, and every group added later
+// (fillPublicKeys, or the one group of a query without GROUP BY and
+// without rows), has every quantile's histogram at full length
+// (withHists), so the exponential mechanism always chooses among all of
+// its buckets.
 func parseGroups(plan *rewrite.Plan, rows [][][]byte, ncols int) ([]Group, error) {
 	var groups []Group
+	hist := map[int]bool{}
+	for _, a := range plan.Aggregates {
+		if a.HistCol >= 0 {
+			hist[a.HistCol] = true
+		}
+	}
 	for _, r := range rows {
 		if len(r) < ncols {
 			return nil, internal("rewritten query returned %d columns, want %d", len(r), ncols)
@@ -25,7 +38,7 @@ func parseGroups(plan *rewrite.Plan, rows [][][]byte, ncols int) ([]Group, error
 			g.Keys = append(g.Keys, r[k.ResultCol])
 		}
 		for i, v := range r {
-			if v == nil {
+			if v == nil || hist[i] {
 				continue // an aggregate over no rows: 0
 			}
 			if f, err := strconv.ParseFloat(string(v), 64); err == nil {
@@ -33,48 +46,56 @@ func parseGroups(plan *rewrite.Plan, rows [][][]byte, ncols int) ([]Group, error
 			}
 		}
 		g.Units = g.Vals[plan.UnitsCol]
+		withHists(plan, &g)
 		for _, a := range plan.Aggregates {
-			if a.HistCol < 0 {
+			if a.HistCol < 0 || r[a.HistCol] == nil {
 				continue
 			}
-			h, err := parseNumArray(r[a.HistCol])
-			if err != nil || len(h) != a.Buckets {
-				return nil, internal("rewritten query returned a malformed histogram")
+			if err := addPairs(g.Hists[a.HistCol], r[a.HistCol]); err != nil {
+				return nil, err
 			}
-			if g.Hists == nil {
-				g.Hists = map[int][]float64{}
-			}
-			g.Hists[a.HistCol] = h
 		}
 		groups = append(groups, g)
 	}
 	return groups, nil
 }
 
-// parseNumArray reads the text form of a one-dimensional numeric array
-// ("{1,2.5,NULL}"); NULL counts as 0.
-func parseNumArray(b []byte) ([]float64, error) {
+// addPairs adds to hist the text form of a numeric[][] of {bucket, count}
+// pairs ("{{1,0.5},{4,2}}"), buckets from 1 to len(hist).
+func addPairs(hist []float64, b []byte) error {
 	s := strings.TrimSpace(string(b))
-	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
-		return nil, internal("not an array")
+	if len(s) < 4 || !strings.HasPrefix(s, "{{") || !strings.HasSuffix(s, "}}") {
+		return internal("rewritten query returned a malformed histogram")
 	}
-	s = s[1 : len(s)-1]
-	if s == "" {
-		return nil, nil
+	for _, pair := range strings.Split(s[2:len(s)-2], "},{") {
+		bs, cs, ok := strings.Cut(pair, ",")
+		if !ok {
+			return internal("rewritten query returned a malformed histogram")
+		}
+		bucket, err1 := strconv.Atoi(bs)
+		c, err2 := strconv.ParseFloat(cs, 64)
+		if err1 != nil || err2 != nil || bucket < 1 || bucket > len(hist) {
+			return internal("rewritten query returned a malformed histogram")
+		}
+		hist[bucket-1] += c
 	}
-	var out []float64
-	for _, f := range strings.Split(s, ",") {
-		if f == "NULL" {
-			out = append(out, 0)
+	return nil
+}
+
+// withHists gives g a histogram of zeros of full length for every
+// quantile of plan.
+func withHists(plan *rewrite.Plan, g *Group) {
+	for _, a := range plan.Aggregates {
+		if a.HistCol < 0 {
 			continue
 		}
-		v, err := strconv.ParseFloat(f, 64)
-		if err != nil {
-			return nil, err
+		if g.Hists == nil {
+			g.Hists = map[int][]float64{}
 		}
-		out = append(out, v)
+		if len(g.Hists[a.HistCol]) != a.Buckets {
+			g.Hists[a.HistCol] = make([]float64, a.Buckets)
+		}
 	}
-	return out, nil
 }
 
 // fillPublicKeys returns one group for every combination of public key
@@ -100,7 +121,9 @@ func fillPublicKeys(plan *rewrite.Plan, groups []Group, ncols int) []Group {
 			out = append(out, g)
 			continue
 		}
-		out = append(out, Group{Keys: c, Vals: make([]float64, ncols)})
+		g := Group{Keys: c, Vals: make([]float64, ncols)}
+		withHists(plan, &g)
+		out = append(out, g)
 	}
 	return out
 }

@@ -34,7 +34,8 @@ type Group struct {
 	Keys  [][]byte // raw text of each group key (nil = NULL)
 	Units float64
 	Vals  []float64 // by result column index
-	// Hists are the quantile histograms, by result column index.
+	// Hists are the quantile histograms, by result column index, each
+	// of the aggregate's Buckets counts.
 	Hists map[int][]float64
 }
 
@@ -56,6 +57,7 @@ func (s *Spec) Release(cols []Column, rows [][][]byte) (*Answer, error) {
 	case len(plan.GroupKeys) == 0:
 		if len(groups) == 0 {
 			groups = []Group{{Vals: make([]float64, ncols)}}
+			withHists(plan, &groups[0])
 		}
 		groups = groups[:1]
 	case s.sel == nil:

@@ -101,9 +101,10 @@ func TestReleaseGivenRows(t *testing.T) {
 	}
 	s.rnd = bytes.NewReader(bytes.Repeat([]byte{0xff}, 64))
 	// units, count, distinct units, distinct values, sum, avg count and
-	// sum, variance count, centred sum and squares, histogram.
+	// sum, variance count, centred sum and squares, histogram ({bucket,
+	// count} pairs: bucket 2 of 2 holds 4).
 	row := [][]byte{[]byte("3"), []byte("4"), []byte("3"), []byte("2"), []byte("20.5"), []byte("4"), []byte("20"),
-		[]byte("4"), []byte("0"), []byte("40"), []byte("{0,4}")}
+		[]byte("4"), []byte("0"), []byte("40"), []byte("{{2,4}}")}
 	cols := make([]Column, len(plan.Outputs))
 	for i := range cols {
 		cols[i] = Column{Name: plan.Aggregates[i].Func, Type: 1700} // numeric

@@ -126,22 +126,42 @@ func TestShardedTable(t *testing.T) {
 		}
 	}
 
-	// The plans of the rewritten SQL, as the proxy runs it: COUNT's
-	// per-unit aggregate runs on both shards.
-	for _, q := range []string{
-		"SELECT count(*) FROM sharded_orders",
-		"SELECT region, count(*) FROM sharded_orders GROUP BY region",
+	// The plans of the rewritten SQL, as the proxy runs it: the per-unit
+	// aggregates of COUNT, SUM and AVG (whose clamp is a CASE that
+	// postgres_fdw ships, rewrite/histogram.go's clampSQL) and of a
+	// percentile's histogram run on both shards.
+	for _, c := range []struct {
+		q     string
+		perQ  int // per-unit aggregates: one per arm of the rewritten SQL
+		inSQL string
+	}{
+		{"SELECT count(*) FROM sharded_orders", 1, ""},
+		{"SELECT region, count(*) FROM sharded_orders GROUP BY region", 1, ""},
+		{"SELECT region, sum(amount) FROM sharded_orders GROUP BY region", 1, "CASE WHEN"},
+		{"SELECT sum(quantity), avg(amount) FROM sharded_orders", 1, "CASE WHEN"},
+		{"SELECT region, percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) FROM sharded_orders GROUP BY region", 2, "width_bucket"},
 	} {
-		plan := rewrittenPlan(t, admin, conn, q)
-		if strings.Count(plan, "Relations: Aggregate on") != 2 || strings.Count(plan, "FROM public.orders_shard") != 2 || !strings.Contains(plan, "GROUP BY 1") {
-			t.Errorf("%s: per-unit aggregate not pushed to both shards:\n%s", q, plan)
+		plan := rewrittenPlan(t, admin, conn, c.q)
+		if strings.Count(plan, "Relations: Aggregate on") != 2*c.perQ || strings.Count(plan, "FROM public.orders_shard") != 2*c.perQ || !strings.Contains(plan, "GROUP BY 1") {
+			t.Errorf("%s: per-unit aggregate not pushed to both shards:\n%s", c.q, plan)
+		}
+		// The clamp (or bucket) is in the SQL the shards run.
+		if !strings.Contains(remoteSQL(plan), c.inSQL) {
+			t.Errorf("%s: the shards' SQL lacks %q:\n%s", c.q, c.inSQL, plan)
 		}
 	}
-	// SUM's clamp, least(greatest(x, lo), hi), is not shippable by
-	// PostgreSQL 15's postgres_fdw (it ships CASE, not LEAST/GREATEST):
-	// the shards send the filtered rows and the per-unit sums run locally
-	// (docs/operations.md, "Scaling out"). Logged, not asserted.
-	t.Logf("plan of a SUM:\n%s", rewrittenPlan(t, admin, conn, "SELECT region, sum(amount) FROM sharded_orders GROUP BY region"))
+}
+
+// remoteSQL is the Remote SQL lines of an EXPLAIN (VERBOSE) of foreign
+// scans.
+func remoteSQL(plan string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(plan, "\n") {
+		if strings.Contains(l, "Remote SQL:") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
 }
 
 // shardConfig is the semantic configuration with sharded_orders

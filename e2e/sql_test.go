@@ -175,8 +175,9 @@ func TestSQLQuantiles(t *testing.T) {
 	// ε = 1, Δu = 0.5·8 = 4: a bucket whose rank distance from the median
 	// exceeds 2Δu/ε·(ln 64 + ln 1e6) ≈ 144 rows is chosen with probability
 	// < 1e-6. Near the median about 40 rows share one unit of amount, and
-	// buckets are 500/64 ≈ 7.8 wide, so the error stays below 4 + 7.8 plus
-	// the shift from bounding heavy customers' rows; 20 covers all three.
+	// buckets are 500/4096 ≈ 0.12 wide, so the error stays below 4 + 0.12
+	// plus the shift from bounding heavy customers' rows; 20 covers all
+	// three.
 	var sumErr float64
 	const runs = 5
 	for i := range runs {
@@ -192,7 +193,57 @@ func TestSQLQuantiles(t *testing.T) {
 			t.Errorf("percentile_disc(0.9) = %v, median %v: not above it within bounds", disc, med)
 		}
 	}
-	t.Logf("median: truth %v, mean absolute error over %d runs %.2f (bucket width 7.8)", truth, runs, sumErr/runs)
+	t.Logf("median: truth %v, mean absolute error over %d runs %.2f (bucket width 0.12)", truth, runs, sumErr/runs)
+	// NULL arguments are left out, as percentile_cont does: the dense
+	// histogram's least(width_bucket(NULL, ...), 64) counted each of them
+	// in the top bucket, which pulled this median (of the amounts below
+	// 100, about 40% of the rows) to the upper bound.
+	const below = "percentile_cont(0.5) WITHIN GROUP (ORDER BY CASE WHEN amount < 100 THEN amount END)"
+	truthBelow := queryFloat(t, direct(t), "SELECT "+below+"::numeric FROM orders")
+	setEps(t, conn, "1.05")
+	var medBelow float64
+	if err := conn.QueryRow(ctx, "SELECT "+below+" FROM orders").Scan(&medBelow); err != nil {
+		t.Fatal(err)
+	}
+	near(t, "median of the amounts below 100", medBelow, truthBelow, 20)
+	// Grouped: each region's histogram rows go to its group. ε = 8, 2
+	// per group (L0 = 4): a bucket more than 2Δu/ε·(ln 4096 + ln 1e6) ≈
+	// 88 rows of rank from a region's median is chosen with probability
+	// < 1e-6; 25 covers that and the bounding of heavy customers' rows.
+	setEps(t, conn, "8")
+	byRegion := map[string]float64{}
+	rows, err := direct(t).Query(ctx, "SELECT region, percentile_cont(0.5) WITHIN GROUP (ORDER BY amount)::float8 FROM orders GROUP BY region")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var r string
+		var v float64
+		if err := rows.Scan(&r, &v); err != nil {
+			t.Fatal(err)
+		}
+		byRegion[r] = v
+	}
+	rows.Close()
+	rows, err = conn.Query(ctx, "SELECT region, percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) FROM orders GROUP BY region")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		var r string
+		var v float64
+		if err := rows.Scan(&r, &v); err != nil {
+			t.Fatal(err)
+		}
+		near(t, "median of region "+r, v, byRegion[r], 25)
+		t.Logf("median of region %s: %v, truth %v", r, v, byRegion[r])
+		n++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || n != 4 {
+		t.Errorf("grouped medians: %d rows, %v; want the 4 public regions", n, err)
+	}
 	wantCode(t, conn, "SELECT min(amount) FROM orders", "0A000", "percentile_cont")
 }
 

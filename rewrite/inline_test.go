@@ -232,6 +232,30 @@ func TestClampKeepsNull(t *testing.T) {
 						guarded = true
 					}
 				}
+				if len(x.Args) == 2 {
+					// clampSQL: CASE WHEN x > hi THEN hi WHEN x < lo THEN lo
+					// ELSE x END is NULL for a NULL x when its ELSE is x;
+					// bucketSQL's ELSE width_bucket(...) must be guarded.
+					cmp := x.Args[0].GetCaseWhen().GetExpr().GetAExpr()
+					if cmp != nil && x.Args[1].GetCaseWhen().GetExpr().GetAExpr() != nil {
+						clamps++
+						fc := x.Defresult.GetFuncCall()
+						switch {
+						case fc != nil && fc.Funcname[len(fc.Funcname)-1].GetString_().GetSval() == "width_bucket":
+							if !guarded {
+								t.Errorf("Analyze(%q): a bucket is not NULL when its argument is:\n%s", sql, sts[0].Plan.SQL)
+							}
+						case !sameExpr(x.Defresult, cmp.Lexpr):
+							t.Errorf("Analyze(%q): a CASE clamp's ELSE is not its argument:\n%s", sql, sts[0].Plan.SQL)
+						}
+					}
+				}
+			case *pg_query.FuncCall:
+				// least(width_bucket(...), n) of a NULL is n: it must be
+				// guarded.
+				if x.Funcname[len(x.Funcname)-1].GetString_().GetSval() == "width_bucket" && !guarded && strings.Contains(sts[0].Plan.SQL, "least(width_bucket") {
+					t.Errorf("Analyze(%q): least(width_bucket(...)) is not NULL when its argument is:\n%s", sql, sts[0].Plan.SQL)
+				}
 			case *pg_query.MinMaxExpr:
 				if x.Op == pg_query.MinMaxOp_IS_LEAST && len(x.Args) == 2 && x.Args[0].GetMinMaxExpr() != nil {
 					clamps++
@@ -248,4 +272,11 @@ func TestClampKeepsNull(t *testing.T) {
 			t.Errorf("Analyze(%q): no clamp found in\n%s", sql, sts[0].Plan.SQL)
 		}
 	}
+}
+
+// sameExpr reports whether a and b deparse to the same text.
+func sameExpr(a, b *pg_query.Node) bool {
+	sa, err1 := deparseExpr(a)
+	sb, err2 := deparseExpr(b)
+	return err1 == nil && err2 == nil && sa == sb
 }

@@ -30,10 +30,10 @@ tables:
 		sql, want, notWant string
 		an                 *Analyzer
 	}{
-		{"SELECT sum(quantity) FROM orders", "WHEN (quantity) > 4 THEN 4 ELSE (quantity) END)", "(quantity)::numeric", a},
-		{"SELECT avg(quantity) FROM orders", "WHEN (quantity) > 4 THEN 4 ELSE (quantity) END)", "(quantity)::numeric", a},
+		{"SELECT sum(quantity) FROM orders", "sum(CASE WHEN (quantity) > 4 THEN 4 WHEN (quantity) < 1 THEN 1 ELSE (quantity) END)", "(quantity)::numeric", a},
+		{"SELECT avg(quantity) FROM orders", "sum(CASE WHEN (quantity) > 4 THEN 4 WHEN (quantity) < 1 THEN 1 ELSE (quantity) END)", "(quantity)::numeric", a},
 		{"SELECT sum(amount) FROM orders", "(amount)::numeric", "", a},
-		{"SELECT variance(quantity) FROM orders", "(quantity)::numeric", "greatest((quantity), 1)", a},
+		{"SELECT variance(quantity) FROM orders", "(quantity)::numeric", "(quantity) > 4", a},
 		{"SELECT sum(quantity) FROM orders", "(quantity)::numeric", "", plain},
 	} {
 		stmts, err := c.an.Analyze(c.sql)

@@ -20,7 +20,7 @@ const (
 	partCount aggPart = iota // CountCol: a bounded count
 	partSum                  // SumCol: a bounded sum of the clamped argument
 	partSumSq                // SumSqCol: a bounded sum of centred squares
-	partHist                 // HistCol: the bounded counts of a histogram
+	partHist                 // HistCol: a sparse histogram (histogram.go)
 )
 
 // aggParts are the parts an aggregate of each kind releases, in the order

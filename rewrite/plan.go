@@ -135,8 +135,10 @@ type Aggregate struct {
 	// AggAvg and AggVariance use both. -1 where unused.
 	SumCol, CountCol int
 	// SumSqCol (AggVariance) is the bounded sum of (clamped arg - mid)^2,
-	// mid = (Lower+Upper)/2. HistCol (AggQuantile) is a numeric[] of
-	// Buckets bounded bucket counts. -1 where unused.
+	// mid = (Lower+Upper)/2. HistCol (AggQuantile) is the group's sparse
+	// histogram, a two-dimensional numeric[] of {bucket, bounded count}
+	// pairs, one per non-empty bucket (1 .. Buckets) in bucket order, NULL
+	// when every bucket is empty (rewrite/histogram.go). -1 where unused.
 	SumSqCol, HistCol int
 	// Text is the aggregate as written (deparsed), for notices and EXPLAIN.
 	Text string

@@ -260,33 +260,37 @@ func checkPrivateSQL(t testing.TB, src string, p *Plan) {
 		t.Fatalf("rewrite of %q has %d statements", src, len(tree.Stmts))
 	}
 	refs := collectRels(tree.Stmts[0].Stmt.ProtoReflect())
-	// Descend through the FROM subqueries to the innermost SELECT.
-	sel := tree.Stmts[0].Stmt.GetSelectStmt()
-	depth := 0
-	for {
-		if sel == nil || len(sel.FromClause) == 0 {
-			t.Fatalf("rewrite of %q: unexpected shape at depth %d:\n%s", src, depth, p.SQL)
-		}
-		sub := sel.FromClause[0].GetRangeSubselect()
-		if sub == nil {
-			break
-		}
-		if len(sel.FromClause) != 1 {
-			t.Fatalf("rewrite of %q: a subquery is joined at depth %d:\n%s", src, depth, p.SQL)
-		}
-		sel = sub.Subquery.GetSelectStmt()
-		depth++
+	// With quantiles the result is a GROUP BY over a UNION ALL: the
+	// groups' rows, then the histograms' rows (histogram.go); each arm is
+	// checked alike.
+	top := tree.Stmts[0].Stmt.GetSelectStmt()
+	arms := []*pg_query.SelectStmt{top}
+	quantiles := false
+	for _, a := range p.Aggregates {
+		quantiles = quantiles || a.Kind == AggQuantile
 	}
-	// Every relation is read in the innermost FROM: the private table
-	// exactly once, and otherwise only public tables.
+	if quantiles {
+		if len(top.FromClause) != 1 || top.FromClause[0].GetRangeSubselect() == nil {
+			t.Fatalf("rewrite of %q: quantiles without the merge of the arms:\n%s", src, p.SQL)
+		}
+		arms = unionArms(top.FromClause[0].GetRangeSubselect().Subquery.GetSelectStmt())
+		if len(arms) < 2 {
+			t.Fatalf("rewrite of %q: quantiles without histogram arms:\n%s", src, p.SQL)
+		}
+	}
 	innermost := map[*pg_query.RangeVar]bool{}
-	for _, f := range sel.FromClause {
-		walk(f.ProtoReflect(), func(m protoreflect.Message) bool {
-			if rv, ok := m.Interface().(*pg_query.RangeVar); ok {
-				innermost[rv] = true
-			}
-			return true
-		})
+	for i, arm := range arms {
+		sel := checkArm(t, src, p, arm, i > 0)
+		// Every relation is read in the innermost FROM: the private
+		// table exactly once per arm, and otherwise only public tables.
+		for _, f := range sel.FromClause {
+			walk(f.ProtoReflect(), func(m protoreflect.Message) bool {
+				if rv, ok := m.Interface().(*pg_query.RangeVar); ok {
+					innermost[rv] = true
+				}
+				return true
+			})
+		}
 	}
 	private := 0
 	for _, r := range refs {
@@ -301,19 +305,8 @@ func checkPrivateSQL(t testing.TB, src string, p *Plan) {
 			t.Fatalf("rewrite of %q reads %s.%s, which is not a public table:\n%s", src, r.rv.Schemaname, r.rv.Relname, p.SQL)
 		}
 	}
-	if private != 1 {
-		t.Fatalf("rewrite of %q reads the private table %d times, want 1:\n%s", src, private, p.SQL)
-	}
-	nested := len(p.GroupKeys) > 0 || p.DistinctValues
-	if want := 1 + map[bool]int{true: 1}[nested]; depth != want {
-		t.Errorf("rewrite of %q: private table at depth %d, want %d:\n%s", src, depth, want, p.SQL)
-	}
-	if want := len(p.GroupKeys) + 1 + map[bool]int{true: 1}[p.DistinctValues]; len(sel.GroupClause) != want {
-		t.Fatalf("rewrite of %q: innermost GROUP BY has %d items, want %d", src, len(sel.GroupClause), want)
-	}
-	first := sel.GroupClause[0].GetColumnRef()
-	if first == nil || first.Fields[len(first.Fields)-1].GetString_().GetSval() != p.Table.PrivacyUnit {
-		t.Errorf("rewrite of %q: innermost GROUP BY does not start with the privacy unit %s", src, p.Table.PrivacyUnit)
+	if private != len(arms) {
+		t.Fatalf("rewrite of %q reads the private table %d times, want once in each of %d arms:\n%s", src, private, len(arms), p.SQL)
 	}
 	// The salt is the last parameter, and no other parameter is added.
 	if n := numParams(tree.Stmts[0].Stmt.GetSelectStmt()); n != p.SeedParam() {
@@ -321,7 +314,6 @@ func checkPrivateSQL(t testing.TB, src string, p *Plan) {
 	}
 	checkConstantsHoisted(t, src, p, tree) // totality_test.go
 	// Result columns: keys, then dp_units, then each component once.
-	top := tree.Stmts[0].Stmt.GetSelectStmt()
 	seen := map[int]bool{p.UnitsCol: true}
 	if name := top.TargetList[p.UnitsCol].GetResTarget().Name; name != "dp_units" {
 		t.Errorf("rewrite of %q: UnitsCol %d is %q", src, p.UnitsCol, name)
@@ -343,6 +335,54 @@ func checkPrivateSQL(t testing.TB, src string, p *Plan) {
 	if len(seen) != len(top.TargetList) {
 		t.Errorf("rewrite of %q: %d result columns, %d referenced by the plan", src, len(top.TargetList), len(seen))
 	}
+}
+
+// unionArms is the SELECTs of a UNION ALL, in order, or sel alone.
+func unionArms(sel *pg_query.SelectStmt) []*pg_query.SelectStmt {
+	if sel == nil || sel.Op == pg_query.SetOperation_SETOP_NONE {
+		return []*pg_query.SelectStmt{sel}
+	}
+	return append(unionArms(sel.Larg), unionArms(sel.Rarg)...)
+}
+
+// checkArm checks one arm of the rewritten query, the groups' rows or a
+// histogram's (hist), and returns its innermost SELECT: the per-unit
+// query, at the expected depth, grouped by the unit first.
+func checkArm(t testing.TB, src string, p *Plan, arm *pg_query.SelectStmt, hist bool) *pg_query.SelectStmt {
+	t.Helper()
+	// Descend through the FROM subqueries to the innermost SELECT.
+	sel := arm
+	depth := 0
+	for {
+		if sel == nil || len(sel.FromClause) == 0 {
+			t.Fatalf("rewrite of %q: unexpected shape at depth %d:\n%s", src, depth, p.SQL)
+		}
+		sub := sel.FromClause[0].GetRangeSubselect()
+		if sub == nil {
+			break
+		}
+		if len(sel.FromClause) != 1 {
+			t.Fatalf("rewrite of %q: a subquery is joined at depth %d:\n%s", src, depth, p.SQL)
+		}
+		sel = sub.Subquery.GetSelectStmt()
+		depth++
+	}
+	nested := len(p.GroupKeys) > 0 || p.DistinctValues || hist
+	if want := 1 + map[bool]int{true: 1}[nested]; depth != want {
+		t.Errorf("rewrite of %q: private table at depth %d, want %d:\n%s", src, depth, want, p.SQL)
+	}
+	extra := map[bool]int{true: 1}[p.DistinctValues]
+	if hist {
+		extra = 1 // the bucket
+	}
+	if want := len(p.GroupKeys) + 1 + extra; len(sel.GroupClause) != want {
+		t.Fatalf("rewrite of %q: innermost GROUP BY has %d items, want %d", src, len(sel.GroupClause), want)
+	}
+	first := sel.GroupClause[0].GetColumnRef()
+	if first == nil || first.Fields[len(first.Fields)-1].GetString_().GetSval() != p.Table.PrivacyUnit {
+		t.Errorf("rewrite of %q: innermost GROUP BY does not start with the privacy unit %s", src, p.Table.PrivacyUnit)
+	}
+	return sel
 }
 
 func TestRewrittenSQLReadsTableOnlyPerUnit(t *testing.T) {
@@ -394,7 +434,7 @@ func TestDesignExamplePlan(t *testing.T) {
 		t.Errorf("avg derived from %v / %v, want sum(amount) / count(*)", a.FromSum, a.FromCount)
 	}
 	for _, frag := range []string{
-		"CASE WHEN (amount)::numeric < 0 THEN 0 WHEN (amount)::numeric > 500 THEN 500 ELSE (amount)::numeric END",
+		"CASE WHEN (amount)::numeric > 500 THEN 500 WHEN (amount)::numeric < 0 THEN 0 ELSE (amount)::numeric END",
 		"ORDER BY hashtextextended(concat_ws('|', dp_u, g0), $1::bigint), g0)",
 		"WHERE dp_rank <= 4",
 		"(region)::text IN ('north', 'south', 'east', 'west')",

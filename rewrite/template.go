@@ -115,7 +115,10 @@ func (p *planner) sql(sel *pg_query.SelectStmt, plan *Plan) (string, error) {
 			return "", fmt.Errorf("rewrite: result column %d has no part (layout.go and template.go disagree)", col)
 		}
 	}
-	return t.assemble(from), nil
+	if len(t.quantiles) == 0 {
+		return t.assemble(from), nil
+	}
+	return t.withHistograms(from) // histogram.go
 }
 
 // template is the rewritten query while it is printed: the lists of its
@@ -132,6 +135,7 @@ type template struct {
 	inner, innerGroup, where []string
 	perUnits                 []string // per-unit components carried to the outer query
 	outer                    []string
+	quantiles                []int // indexes in p.aggs of the quantiles
 }
 
 // perUnit starts the per-unit pre-aggregation: the unit, the keys and
@@ -232,19 +236,8 @@ func (t *template) aggregate(i int, pa plannedAgg) error {
 	// an integer column (SUM and AVG only: variance squares and
 	// quantiles bucket the value, which must not overflow or change
 	// type).
-	v := nullSafeSQL(col, fmt.Sprintf("least(greatest((%s)::numeric, %s), %s)", col, numLit(agg.Lower), numLit(agg.Upper)))
-	vSum := nullSafeSQL(col, fmt.Sprintf("least(greatest((%s)%s, %s), %s)", col, t.p.clampCast(pa.arg), numLit(agg.Lower), numLit(agg.Upper)))
-	if t.p.cheapClamp(pa.arg) {
-		// An integer or numeric column is read three times more cheaply
-		// than once through IS NULL, GREATEST and LEAST (summing 3M
-		// clamped numeric values: 0.7-0.8 s against 1.0-1.2 s): the
-		// same clamp (of the same type, by the same rules), NULL in, NULL
-		// out (nullclamp.go), and NaN, greater than every number, to the
-		// upper bound as LEAST does.
-		x := "(" + col + ")" + t.p.clampCast(pa.arg)
-		lo, hi := numLit(agg.Lower), numLit(agg.Upper)
-		vSum = "CASE WHEN " + x + " < " + lo + " THEN " + lo + " WHEN " + x + " > " + hi + " THEN " + hi + " ELSE " + x + " END"
-	}
+	v := clampSQL("("+col+")::numeric", agg.Lower, agg.Upper)
+	vSum := clampSQL("("+col+")"+t.p.clampCast(pa.arg), agg.Lower, agg.Upper)
 	switch agg.Kind {
 	case AggCount:
 		switch {
@@ -302,20 +295,10 @@ func (t *template) aggregate(i int, pa plannedAgg) error {
 		t.put(agg.SumCol, scaled(s))
 		t.put(agg.SumSqCol, scaled(q))
 	case AggQuantile:
-		wb := fmt.Sprintf("least(width_bucket(%s, %s, %s, %d), %d)", v, numLit(agg.Lower), numLit(agg.Upper), agg.Buckets, agg.Buckets)
-		f := ""
-		if fl := pa.filter; fl != nil {
-			fs, _ := deparseExpr(fl)
-			f = "(" + fs + ") AND "
-		}
-		var cells []string
-		for b := 1; b <= agg.Buckets; b++ {
-			h := fmt.Sprintf("h%d_%d", i, b)
-			t.inner = append(t.inner, fmt.Sprintf("count(*) FILTER (WHERE %s%s = %d) AS %s", f, wb, b, h))
-			t.perUnits = append(t.perUnits, h)
-			cells = append(cells, scaled(h))
-		}
-		t.put(agg.HistCol, "ARRAY["+strings.Join(cells, ", ")+"]")
+		// The groups' rows have no histogram: its buckets come in rows of
+		// their own, merged into the group's row (histogram.go).
+		t.put(agg.HistCol, "NULL::numeric")
+		t.quantiles = append(t.quantiles, i)
 	}
 	return nil
 }
@@ -357,14 +340,9 @@ func (t *template) assemble(from string) string {
 	// but its own rows and the seed; the hash only has to spread the
 	// choice evenly, and hashtextextended does that at a fraction of
 	// md5's cost, with a bigint that sorts faster than md5's hex text.
-	hashOf := func(cols []string) string {
-		return "hashtextextended(concat_ws('|', " + strings.Join(cols, ", ") + "), " + seed + ")"
-	}
+	hashOf := t.hashOf
 	hashArgs := append([]string{"dp_u"}, keyCols...)
-	hash := hashOf(hashArgs)
-	if len(keyCols) > 0 {
-		hash += ", " + strings.Join(keyCols, ", ")
-	}
+	hash := t.groupOrder() // the histograms' rows rank groups by the same order
 	if distinct != nil {
 		part := strings.Join(append([]string{"dp_u"}, keyCols...), ", ")
 		mid = append(mid, "dp_v", "dp_nv")
@@ -400,22 +378,6 @@ func (t *template) assemble(from string) string {
 		b.WriteString("WHERE " + seed + " IS NOT NULL")
 	}
 	return b.String()
-}
-
-// cheapClamp reports whether arg is a private column of an integer type
-// (clamped as it is) or of type numeric (whose cast to numeric is free),
-// which the clamp may read three times at no cost.
-func (p *planner) cheapClamp(arg *pg_query.Node) bool {
-	ref := arg.GetColumnRef()
-	if ref == nil {
-		return false
-	}
-	c, err := p.column(ref)
-	if err != nil || !c.private {
-		return false
-	}
-	name := p.table.QualifiedName() + "." + c.name
-	return p.a.opts.IntegerColumns[name] || p.a.opts.ColumnTypes[name] == "numeric"
 }
 
 // keyText is a group key's expression as the rewritten query groups it:

@@ -1,0 +1,2 @@
+-- intent: a grouped percentile with FILTER beside COUNT(DISTINCT col): its sparse histogram rows rank each unit's groups by the same seeded hash as the groups' rows (dense_rank), count every row of the group in dp_n, and put rows outside the FILTER in no bucket
+SELECT region, count(DISTINCT channel), percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) FILTER (WHERE quantity > 1) FROM orders GROUP BY region
