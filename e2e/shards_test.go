@@ -14,7 +14,11 @@ import (
 )
 
 // shardColumns are orders' columns, as the shards hold them.
-const shardColumns = "order_id bigint, customer_id integer, product_id integer, region text, channel text, quantity integer, amount numeric(10,2), ordered_at timestamptz"
+// shardColumns are public.orders' columns with its NOT NULL constraints
+// (internal/demo/schema.sql): the proxy reads them (AVG is derived from
+// SUM and COUNT(*) only over a NOT NULL column), so both tables must say
+// the same for their answers to be compared.
+const shardColumns = "order_id bigint NOT NULL, customer_id integer NOT NULL, product_id integer NOT NULL, region text NOT NULL, channel text NOT NULL, quantity integer NOT NULL, amount numeric(10,2) NOT NULL, ordered_at timestamptz NOT NULL"
 
 // TestShardedTable answers private queries over sharded_orders, a table
 // partitioned by hash of the privacy unit whose two partitions are

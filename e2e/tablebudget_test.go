@@ -191,7 +191,9 @@ func TestTableBudgetWhatTheAnalystSees(t *testing.T) {
 		if len(details) == 0 {
 			return ""
 		}
-		return details[len(details)-1]
+		// The DETAIL's budget line, after the bounds' and their bias's.
+		lines := strings.Split(details[len(details)-1], "\n")
+		return lines[len(lines)-1]
 	}
 	explain := func(q string) string {
 		rows, err := conn.Query(ctx, "EXPLAIN DP "+q)
