@@ -82,6 +82,8 @@ type Limits struct {
 	// MaxQueryTokens bounds the lexical tokens of one query text, which
 	// the analysis's time and memory grow with.
 	MaxQueryTokens int `yaml:"max_query_tokens"`
+	// Pool shares upstream connections between sessions (pool.go).
+	Pool Pool `yaml:"pool"`
 }
 
 // WithDefaults returns l with every unset (zero) field at its default, for
@@ -134,6 +136,7 @@ func (l *Limits) applyDefaults() {
 	if l.MaxQueryTokens == 0 {
 		l.MaxQueryTokens = DefaultMaxQueryTokens
 	}
+	l.Pool.applyDefaults()
 }
 
 func (l *Limits) validate(p *problems) {
@@ -164,6 +167,7 @@ func (l *Limits) validate(p *problems) {
 			p.add("limits."+d.key, "must be a positive duration such as 30s, got %v", d.v)
 		}
 	}
+	l.Pool.validate(p, l.MaxConnections)
 	// PostgreSQL keeps statement_timeout in milliseconds as an int.
 	if l.StatementTimeout > 0 && (l.StatementTimeout < time.Millisecond || l.StatementTimeout.Milliseconds() > 1<<31-1) {
 		p.add("limits.statement_timeout", "must lie in [1ms, %v], got %v", time.Duration(1<<31-1)*time.Millisecond, l.StatementTimeout)

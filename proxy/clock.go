@@ -265,10 +265,13 @@ func (c *privateClock) requestCancel() {
 // CancelRequest for the session goes to it from now on (deferCancel).
 func (ss *session) startClock() *privateClock {
 	pr := ss.srv.cfg.Privacy
+	// The backend is read here, on the session's goroutine: in
+	// transaction mode ss.upstream changes between statements (pool.go).
+	pc := ss.upstream.Conn().PgConn()
 	c := newClock(pr.ResponseQuantum, pr.MaxQueryTime, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := ss.upstream.Conn().PgConn().CancelRequest(ctx); err != nil {
+		if err := pc.CancelRequest(ctx); err != nil {
 			ss.log.Warn("cancel request of a private query failed", "err", err)
 		}
 	})
