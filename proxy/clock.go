@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
@@ -267,8 +269,14 @@ func (ss *session) startClock() *privateClock {
 	pr := ss.srv.cfg.Privacy
 	// The backend is read here, on the session's goroutine: in
 	// transaction mode ss.upstream changes between statements (pool.go).
-	pc := ss.upstream.Conn().PgConn()
+	var pc *pgconn.PgConn
+	if ss.upstream != nil {
+		pc = ss.upstream.Conn().PgConn()
+	}
 	c := newClock(pr.ResponseQuantum, pr.MaxQueryTime, func() {
+		if pc == nil {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := pc.CancelRequest(ctx); err != nil {
