@@ -313,6 +313,9 @@ func (r *report) writeScale(p func(string, ...any), s *scaleResult) {
 			p("First error: `%s`", x.firstError)
 		}
 	}
+	if x := s.pool; x != nil {
+		r.writePool(p, x) // pool.go
+	}
 }
 
 func (r *report) writeAccuracy(p func(string, ...any)) {
