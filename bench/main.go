@@ -17,7 +17,9 @@
 //     the EXPLAIN ANALYZE of the rewritten SQL;
 //  3. proxy CPU per query: the proxy package's Go benchmarks;
 //  4. scale: RSS per idle connection at -conns connections, and a DP query
-//     mix from 64 clients (ledger transactions per second, errors);
+//     mix from 64 clients (ledger transactions per second, errors), and
+//     transaction pooling: -pool-conns clients, -pool-active of them busy,
+//     on -pool-backends backends (pool.go);
 //  5. accuracy: RMSE of the release path vs the theoretical standard
 //     deviation, and bench/accuracy.png;
 //  6. the accuracy table: six TPC-H-like queries through dpproxy and in

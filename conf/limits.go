@@ -176,7 +176,7 @@ func (l *Limits) validate(p *problems) {
 
 // String describes the limits for check-config and logs.
 func (l Limits) String() string {
-	return fmt.Sprintf("max_connections=%d max_connections_per_analyst=%d max_message_size=%d max_query_length=%d max_query_depth=%d max_query_tokens=%d auth_timeout=%v idle_timeout=%v write_timeout=%v statement_timeout=%v max_concurrent_private_queries=%d max_concurrent_private_queries_per_analyst=%d private_query_wait=%v",
+	return fmt.Sprintf("max_connections=%d max_connections_per_analyst=%d max_message_size=%d max_query_length=%d max_query_depth=%d max_query_tokens=%d auth_timeout=%v idle_timeout=%v write_timeout=%v statement_timeout=%v max_concurrent_private_queries=%d max_concurrent_private_queries_per_analyst=%d private_query_wait=%v pool=%s",
 		l.MaxConnections, l.MaxConnectionsPerAnalyst, l.MaxMessageSize, l.MaxQueryLength, l.MaxQueryDepth, l.MaxQueryTokens, l.AuthTimeout, l.IdleTimeout, l.WriteTimeout,
-		l.StatementTimeout, l.MaxConcurrentPrivate, l.MaxConcurrentPrivatePerAnalyst, l.PrivateQueryWait)
+		l.StatementTimeout, l.MaxConcurrentPrivate, l.MaxConcurrentPrivatePerAnalyst, l.PrivateQueryWait, l.Pool)
 }

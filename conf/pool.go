@@ -1,5 +1,7 @@
 package conf
 
+import "fmt"
+
 // Pool modes (limits.pool.mode).
 const (
 	// PoolSession gives each client session an upstream connection of its
@@ -20,6 +22,14 @@ type Pool struct {
 	// MaxBackends caps the upstream query connections per server (the
 	// primary, each replica) in transaction mode.
 	MaxBackends int `yaml:"max_backends"`
+}
+
+// String describes the pool for check-config and logs.
+func (p Pool) String() string {
+	if p.Transaction() {
+		return fmt.Sprintf("%s/%d", p.Mode, p.MaxBackends)
+	}
+	return p.Mode
 }
 
 // Transaction reports whether sessions share backends per transaction.
