@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -195,6 +196,25 @@ func (ss *session) acquireBackend(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
+	// A connection that died while it sat in the pool (its server
+	// restarted) fails its restore: another is taken, a few times.
+	for try := 0; ; try++ {
+		err := ss.tryBackend(ctx, wctx, start)
+		if err == nil || try == 2 || ss.upstream != nil || ctx.Err() != nil || wctx.Err() != nil || !errors.Is(err, errBackendDied) {
+			if errors.Is(err, errBackendDied) {
+				return fail(pgerr.ConnectionFailure, "dpproxy could not prepare a database connection for this session")
+			}
+			return err
+		}
+	}
+}
+
+// errBackendDied is tryBackend's error when the backend it took failed
+// while the session's state was restored on it.
+var errBackendDied = errors.New("proxy: pooled backend failed")
+
+func (ss *session) tryBackend(ctx, wctx context.Context, start time.Time) error {
+	timeout := ss.srv.lim.cfg.StatementTimeout
 	up, err := ss.srv.acquireQuery(wctx) // replicas.go
 	if err != nil {
 		switch {
@@ -218,7 +238,7 @@ func (ss *session) acquireBackend(ctx context.Context) error {
 	if err := ss.restoreOnBackend(rctx); err != nil {
 		ss.log.Error("restoring the session on a pooled backend failed", "err", err)
 		ss.dropBackend()
-		return fail(pgerr.ConnectionFailure, "dpproxy could not prepare a database connection for this session")
+		return fmt.Errorf("%w: %w", errBackendDied, err)
 	}
 	return nil
 }
@@ -258,6 +278,14 @@ func (ss *session) restoreOnBackend(ctx context.Context) error {
 		}
 		_, sql, _ := strings.Cut(key, "\x00")
 		if _, _, err := ss.prepareTwin(ctx, us.name, key, sql, us.paramOIDs); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && !pc.IsClosed() {
+				// The statement no longer prepares (a table it reads
+				// was dropped): its next execution fails, as it would
+				// on the backend where it was prepared.
+				ss.log.Info("a prepared statement could not be restored on a pooled backend", "name", us.name, "err", err)
+				continue
+			}
 			return fmt.Errorf("restoring prepared statement %s: %w", us.name, err)
 		}
 	}
