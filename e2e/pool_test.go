@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/internal/testconf"
 	"github.com/dpproxy/dpproxy/proxy"
 )
@@ -280,5 +281,69 @@ func TestPoolDiscardAll(t *testing.T) {
 	var ds string
 	if err := a.QueryRow(ctx, "SHOW DateStyle").Scan(&ds); err != nil || ds != "ISO, MDY" {
 		t.Errorf("a's DateStyle: %q, %v", ds, err)
+	}
+}
+
+// TestPoolReplicaLost: in transaction mode with replicas, a session
+// whose borrowed backend's replica dies inside a transaction block sees
+// the block aborted, then goes on, on other backends, with its settings
+// and prepared statements.
+func TestPoolReplicaLost(t *testing.T) {
+	r := startReplicated(t, 2)
+	_, addr, _ := startProxyWith(t, r.config(t, r.standbys, "replica_check_interval: 100ms\nlimits: {pool: {mode: transaction, max_backends: 2}}\n"))
+	c := dialNamed(t, addr, "pool_lost")
+	if _, err := c.Exec(ctx, "SET DateStyle = 'SQL, DMY'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Prepare(ctx, "products_count", "SELECT count(*) FROM products"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dpCount(c, 1); err != nil {
+		t.Fatal(err)
+	}
+	// The block's backend: the one idle in a transaction for this client.
+	var victim *pgtest.Server
+	for _, s := range append([]*pgtest.Server{r.primary}, r.standbys...) {
+		admin, err := pgx.Connect(ctx, s.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		err = admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pool_lost' AND state = 'idle in transaction'").Scan(&n)
+		admin.Close(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			victim = s
+		}
+	}
+	if victim == nil || victim == r.primary {
+		t.Fatalf("the block's backend is not on a standby (%v)", victim)
+	}
+	victim.Kill()
+	if _, err := c.Exec(ctx, "SELECT 1"); err == nil {
+		t.Fatal("a statement on the killed replica succeeded")
+	}
+	_, err := c.Exec(ctx, "SELECT 1")
+	checkCode(t, "in the aborted block", err, "25P02")
+	if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
+		t.Fatalf("ROLLBACK: %v", err)
+	}
+	for range 4 { // on whichever backends serve it
+		var ds string
+		if err := c.QueryRow(ctx, "SHOW DateStyle").Scan(&ds); err != nil || ds != "SQL, DMY" {
+			t.Errorf("DateStyle after the failover: %q, %v", ds, err)
+		}
+		var n int64
+		if err := c.QueryRow(ctx, "products_count", pgx.QueryExecModeCacheStatement).Scan(&n); err != nil || n == 0 {
+			t.Errorf("prepared statement after the failover: %d, %v", n, err)
+		}
+		if _, err := dpCount(c, 2); err != nil {
+			t.Errorf("private query after the failover: %v", err)
+		}
 	}
 }

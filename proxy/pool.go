@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,7 +64,11 @@ type backendStmt struct {
 // connection touches it.
 type backendState struct {
 	owner uint64 // the session whose settings it holds; 0: none known
-	stmts map[string]*backendStmt
+	// ownerSettings are the owner's settings as it left them (its
+	// session.settings then): the session may have changed its settings
+	// on another backend since.
+	ownerSettings [2][]string
+	stmts         map[string]*backendStmt
 	// unknown is set when the prepared statements upstream are no longer
 	// known (a client's DISCARD ALL, which may have failed): the next
 	// session taking the backend deallocates them all first.
@@ -257,13 +262,13 @@ SELECT pg_catalog.set_config(n, v, false) FROM ROWS FROM (pg_catalog.unnest($1::
 func (ss *session) restoreOnBackend(ctx context.Context) error {
 	pc := ss.upstream.Conn().PgConn()
 	b := backendOf(pc)
-	if b.owner != ss.id {
+	if b.owner != ss.id || !sameSettings(b.ownerSettings, ss.settings) {
 		names, values := ss.restoredSettings()
 		b.owner = 0
 		if _, err := ss.upstream.Exec(ctx, restoreSettingsSQL, pgx.QueryExecModeExec, names, values); err != nil {
 			return fmt.Errorf("restoring settings: %w", err)
 		}
-		b.owner = ss.id
+		b.owner, b.ownerSettings = ss.id, ss.settings
 	}
 	if b.unknown || len(b.stmts) > maxBackendStmts {
 		if _, err := pc.Exec(ctx, "DEALLOCATE ALL").ReadAll(); err != nil {
@@ -290,6 +295,10 @@ func (ss *session) restoreOnBackend(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+func sameSettings(a, b [2][]string) bool {
+	return slices.Equal(a[0], b[0]) && slices.Equal(a[1], b[1])
 }
 
 // restoredSettings are the session's settings with the analyst's name and
@@ -330,7 +339,8 @@ func (ss *session) giveBackBackend(ctx context.Context) {
 			return // the backend failed: keepUpstream replaces it
 		}
 	}
-	backendOf(pc).owner = ss.id
+	b := backendOf(pc)
+	b.owner, b.ownerSettings = ss.id, ss.settings
 	ss.srv.mu.Lock()
 	delete(ss.srv.upstreams, pc)
 	ss.srv.mu.Unlock()
