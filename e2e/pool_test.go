@@ -220,12 +220,17 @@ func poolClient(c *pgx.Conn, i, rounds int, style string) error {
 
 // TestPoolWaitBounded: with every backend in a transaction block, a
 // statement of another session waits for one at most
-// limits.statement_timeout (57014), or until its client cancels it
-// (57014 at once); once the block ends, it runs.
+// limits.statement_timeout, or the session's shorter statement_timeout
+// (57014), or until its client cancels it (57014 at once); once the
+// block ends, it runs.
 func TestPoolWaitBounded(t *testing.T) {
 	addr := poolProxy(t, "pool_wait", 1, "statement_timeout: 1500ms")
 	holder := connectAt(t, addr, "pool_wait_a", "pw", pgx.QueryExecModeSimpleProtocol)
 	waiter := connectAt(t, addr, "pool_wait_b", "pw", pgx.QueryExecModeSimpleProtocol)
+	quick := connectAt(t, addr, "pool_wait_b", "pw", pgx.QueryExecModeSimpleProtocol)
+	if _, err := quick.Exec(ctx, "SET statement_timeout = '300ms'"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := holder.Exec(ctx, "BEGIN"); err != nil {
 		t.Fatal(err)
 	}
@@ -237,6 +242,13 @@ func TestPoolWaitBounded(t *testing.T) {
 	checkCode(t, "waiting past statement_timeout", err, "57014")
 	if d := time.Since(start); d < 1400*time.Millisecond || d > 5*time.Second {
 		t.Errorf("the wait ended after %v, want about 1.5s", d)
+	}
+	// A session's own shorter statement_timeout bounds its wait.
+	start = time.Now()
+	_, err = quick.Exec(ctx, "SELECT 1")
+	checkCode(t, "waiting past the session's statement_timeout", err, "57014")
+	if d := time.Since(start); d < 250*time.Millisecond || d > time.Second {
+		t.Errorf("the wait under statement_timeout 300ms ended after %v", d)
 	}
 	// A CancelRequest from the client (pgx would close the connection
 	// on a context's end instead).

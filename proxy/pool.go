@@ -197,7 +197,7 @@ func (ss *session) takeBackend(ctx context.Context, msg pgproto3.FrontendMessage
 // limits.statement_timeout or until the statement is cancelled, and
 // gives it the session's settings and twins.
 func (ss *session) acquireBackend(ctx context.Context) error {
-	timeout := ss.srv.lim.cfg.StatementTimeout
+	timeout := ss.waitTimeout()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
@@ -219,7 +219,7 @@ func (ss *session) acquireBackend(ctx context.Context) error {
 var errBackendDied = errors.New("proxy: pooled backend failed")
 
 func (ss *session) tryBackend(ctx, wctx context.Context, start time.Time) error {
-	timeout := ss.srv.lim.cfg.StatementTimeout
+	timeout := ss.waitTimeout()
 	up, err := ss.srv.acquireQuery(wctx) // replicas.go
 	if err != nil {
 		switch {
@@ -246,6 +246,40 @@ func (ss *session) tryBackend(ctx, wctx context.Context, start time.Time) error 
 		return fmt.Errorf("%w: %w", errBackendDied, err)
 	}
 	return nil
+}
+
+// waitTimeout bounds the wait for a backend: the session's
+// statement_timeout (a client may SET one shorter than the limit).
+func (ss *session) waitTimeout() time.Duration {
+	limit := ss.srv.lim.cfg.StatementTimeout
+	for i, n := range ss.settings[0] {
+		if strings.EqualFold(n, "statement_timeout") {
+			if d, ok := parseGUCDuration(ss.settings[1][i]); ok && d > 0 && d < limit {
+				return d
+			}
+		}
+	}
+	return limit
+}
+
+// parseGUCDuration reads a time setting as PostgreSQL shows or takes it
+// in milliseconds: "1500", "1500ms", "20s", "1min", "2h", "1d".
+func parseGUCDuration(v string) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	i := 0
+	for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+		i++
+	}
+	n, err := strconv.ParseInt(v[:i], 10, 64)
+	if err != nil || n > 1<<31 {
+		return 0, false
+	}
+	unit := map[string]time.Duration{"": time.Millisecond, "ms": time.Millisecond, "s": time.Second, "min": time.Minute, "h": time.Hour, "d": 24 * time.Hour}
+	u, ok := unit[strings.TrimSpace(v[i:])]
+	if !ok {
+		return 0, false
+	}
+	return time.Duration(n) * u, true
 }
 
 // restoreSettingsSQL resets what another session set on a backend to the

@@ -3,6 +3,7 @@ package proxy
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/dpproxy/dpproxy/conf"
 	"github.com/dpproxy/dpproxy/rewrite"
@@ -51,5 +52,19 @@ func TestRestoredSettings(t *testing.T) {
 	wantV := []string{"SQL, DMY", "ann", "42"}
 	if !slices.Equal(names, wantN) || !slices.Equal(values, wantV) {
 		t.Errorf("restoredSettings = %v %v; want %v %v", names, values, wantN, wantV)
+	}
+}
+
+func TestParseGUCDuration(t *testing.T) {
+	for v, want := range map[string]time.Duration{"1500": 1500 * time.Millisecond, "1500ms": 1500 * time.Millisecond, "20s": 20 * time.Second,
+		"1min": time.Minute, "2h": 2 * time.Hour, "1d": 24 * time.Hour} {
+		if d, ok := parseGUCDuration(v); !ok || d != want {
+			t.Errorf("parseGUCDuration(%q) = %v, %v; want %v", v, d, ok, want)
+		}
+	}
+	for _, v := range []string{"", "ms", "1.5s", "3 weeks", "99999999999"} {
+		if _, ok := parseGUCDuration(v); ok {
+			t.Errorf("parseGUCDuration(%q) accepted", v)
+		}
 	}
 }
