@@ -25,13 +25,19 @@ import (
 // the given further limits, private answers on a 1ms clock.
 func poolProxy(t *testing.T, name string, maxBackends int, limits string) string {
 	t.Helper()
+	return poolProxyWith(t, name, maxBackends, limits, "response_quantum: 1ms")
+}
+
+// poolProxyWith is poolProxy with the given privacy keys.
+func poolProxyWith(t *testing.T, name string, maxBackends int, limits, privacy string) string {
+	t.Helper()
 	if _, err := direct(t).Exec(ctx, slowViewSQL); err != nil {
 		t.Fatal(err)
 	}
 	y := testconf.Get(testconf.Resources).SetString(name+"_a", "auth", "users", "0", "name").
 		SetString(name+"_b", "auth", "users", "1", "name").
 		Merge(fmt.Sprintf("pool: {mode: transaction, max_backends: %d}\n%s", maxBackends, limits), "limits").
-		Merge("response_quantum: 1ms", "privacy").String()
+		Merge(privacy, "privacy").String()
 	cfg := configFor(t, y, map[string]string{"PW": "pw"})
 	logger := slog.New(slog.DiscardHandler)
 	if testing.Verbose() {
@@ -357,5 +363,35 @@ func TestPoolReplicaLost(t *testing.T) {
 		if _, err := dpCount(c, 2); err != nil {
 			t.Errorf("private query after the failover: %v", err)
 		}
+	}
+}
+
+// TestPoolPrivateLendsBackend: a private query gives its backend back
+// once its answer is ready, not when the answer leaves at the end of its
+// time slot: with one backend and a 3s quantum, another session's
+// statement runs while the private answer waits.
+func TestPoolPrivateLendsBackend(t *testing.T) {
+	addr := poolProxyWith(t, "pool_lend", 1, "", "response_quantum: 3s")
+	dp := connectAt(t, addr, "pool_lend_a", "pw", pgx.QueryExecModeSimpleProtocol)
+	other := connectAt(t, addr, "pool_lend_b", "pw", pgx.QueryExecModeSimpleProtocol)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		var n int64
+		done <- dp.QueryRow(ctx, "SELECT count(*) FROM orders; SELECT count(*) FROM products").Scan(&n)
+	}()
+	time.Sleep(500 * time.Millisecond)
+	var one int
+	if err := other.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2500*time.Millisecond {
+		t.Errorf("a pass-through statement waited for the private answer's slot: done after %v", d)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the private query, then a statement after it in the same Query: %v", err)
+	}
+	if d := time.Since(start); d < 2900*time.Millisecond {
+		t.Errorf("the private answer left after %v, before its 3s slot ended", d)
 	}
 }

@@ -57,6 +57,9 @@ type privateClock struct {
 	// notBefore is the earliest release (an answer another query released).
 	notBefore time.Time
 	released  bool
+	// lend, if set, gives the session's pooled backend back before release
+	// waits for the slot's end (pool.go).
+	lend func()
 
 	mu         sync.Mutex
 	running    bool               // the bounded query runs (run)
@@ -138,6 +141,9 @@ func (c *privateClock) release(ctx context.Context) {
 		return
 	}
 	c.released = true
+	if c.lend != nil {
+		c.lend()
+	}
 	done := ctx.Done()
 	c.mu.Lock()
 	if c.before.done != nil {
@@ -273,7 +279,12 @@ func (ss *session) startClock() *privateClock {
 	if ss.upstream != nil {
 		pc = ss.upstream.Conn().PgConn()
 	}
+	// cancelMu is held while a cancel is sent: lendBackend takes it to
+	// stop cancels before the backend may serve another session.
+	var cancelMu sync.Mutex
 	c := newClock(pr.ResponseQuantum, pr.MaxQueryTime, func() {
+		cancelMu.Lock()
+		defer cancelMu.Unlock()
 		if pc == nil {
 			return
 		}
@@ -283,6 +294,14 @@ func (ss *session) startClock() *privateClock {
 			ss.log.Warn("cancel request of a private query failed", "err", err)
 		}
 	})
+	if ss.pooled() {
+		c.lend = func() {
+			cancelMu.Lock()
+			pc = nil
+			cancelMu.Unlock()
+			ss.giveBackBackend(context.Background()) // pool.go
+		}
+	}
 	c.mu.Lock()
 	c.before, ss.beforeCharge = ss.beforeCharge, beforeCharge{}
 	c.mu.Unlock()

@@ -40,6 +40,11 @@ import (
 // they use; each backend records what it has prepared (backendState), and
 // a session taking it prepares only the twins the backend lacks.
 //
+// A private query gives its backend back as soon as its answer is ready
+// (outside a transaction block), before the answer waits for the end of
+// its time slot (clock.go): a DP query holds a backend while it computes,
+// not for its whole quantum.
+//
 // Nothing else a session can do through dpproxy outlives a transaction:
 // the allowlists (rewrite/) refuse LISTEN, PREPARE, DECLARE (so WITH
 // HOLD cursors), temporary tables and every other write, and advisory
@@ -97,7 +102,7 @@ func forgetBackend(pc *pgconn.PgConn) {
 }
 
 // pooled reports whether sessions share backends per transaction.
-func (ss *session) pooled() bool { return ss.srv.lim.cfg.Pool.Transaction() }
+func (ss *session) pooled() bool { return ss.srv.lim != nil && ss.srv.lim.cfg.Pool.Transaction() }
 
 // pooledStmtName is a twin's name in transaction mode: the same for the
 // same text and parameter types in every session.
@@ -191,6 +196,16 @@ func (ss *session) takeBackend(ctx context.Context, msg pgproto3.FrontendMessage
 		return true, false
 	}
 	return true, ss.flush() == nil
+}
+
+// holdBackend takes a backend, in transaction mode, for a statement of a
+// Query message after an earlier one gave it back (a private query gives
+// it back before its answer waits for the end of its time slot).
+func (ss *session) holdBackend(ctx context.Context) error {
+	if !ss.pooled() || ss.upstream != nil {
+		return nil
+	}
+	return ss.acquireBackend(ctx)
 }
 
 // acquireBackend takes a backend from the pool, waiting at most
