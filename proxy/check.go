@@ -171,6 +171,9 @@ func (c *checker) connections(ctx context.Context) {
 		} else {
 			c.say("connections: transaction pooling, %d upstream connections for up to %d sessions, %d for the ledger", l.Pool.MaxBackends, l.MaxConnections, ledgerPoolSize(l))
 		}
+		if l.MaxConcurrentPrivate > l.Pool.MaxBackends {
+			c.say("warning: limits.max_concurrent_private_queries (%d) exceeds limits.pool.max_backends (%d): private queries holding a slot may wait for a connection", l.MaxConcurrentPrivate, l.Pool.MaxBackends)
+		}
 		return
 	}
 	fit, fits := fitConnections(l, capa)
