@@ -217,6 +217,11 @@ func (e *benchEnv) startProxy(ctx context.Context) error {
 // upstream filled in and events_N, a copy of public.events, for each
 // further size loaded.
 func (e *benchEnv) runProxy(ctx context.Context, name string, extra ...string) (*exec.Cmd, string, error) {
+	return e.runProxyEdited(ctx, name, nil, extra...)
+}
+
+// runProxyEdited is runProxy with the configuration changed by edit.
+func (e *benchEnv) runProxyEdited(ctx context.Context, name string, edit func(*testconf.Config), extra ...string) (*exec.Cmd, string, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, "", err
@@ -227,6 +232,9 @@ func (e *benchEnv) runProxy(ctx context.Context, name string, extra ...string) (
 		SetString(e.dbURL, "upstream")
 	for _, t := range e.tables {
 		cfg.Copy([]string{"tables", "public.events"}, []string{"tables", "public." + t})
+	}
+	if edit != nil {
+		edit(cfg)
 	}
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
 		return nil, "", err

@@ -17,7 +17,9 @@
 //     the EXPLAIN ANALYZE of the rewritten SQL;
 //  3. proxy CPU per query: the proxy package's Go benchmarks;
 //  4. scale: RSS per idle connection at -conns connections, and a DP query
-//     mix from 64 clients (ledger transactions per second, errors);
+//     mix from 64 clients (ledger transactions per second, errors), and
+//     transaction pooling: -pool-conns clients, -pool-active of them busy,
+//     on -pool-backends backends (pool.go);
 //  5. accuracy: RMSE of the release path vs the theoretical standard
 //     deviation, and bench/accuracy.png;
 //  6. the accuracy table: six TPC-H-like queries through dpproxy and in
@@ -70,6 +72,10 @@ type options struct {
 	tableRuns   int // dpproxy releases per query and ε in the accuracy table
 	tableLib    int // library releases per query and ε
 	tablePlot   string
+
+	// The scale section's transaction pooling part (pool.go).
+	poolConns, poolActive, poolBackends int
+	poolDuration                        time.Duration
 }
 
 // sections are the measurements -skip and -only name, in report order.
@@ -93,6 +99,10 @@ func main() {
 	flag.StringVar(&modes, "modes", "simple,extended", "pgbench protocols (simple, extended, prepared; pgbouncer is skipped for prepared)")
 	flag.IntVar(&o.conns, "conns", 500, "idle connections held for the memory measurement")
 	flag.DurationVar(&o.mixDuration, "mix-duration", 60*time.Second, "length of the 64-client DP query mix")
+	flag.IntVar(&o.poolConns, "pool-conns", 1000, "client connections of the transaction pooling measurement (0: skip it)")
+	flag.IntVar(&o.poolActive, "pool-active", 100, "of -pool-conns, the active ones")
+	flag.IntVar(&o.poolBackends, "pool-backends", 20, "limits.pool.max_backends of the transaction pooling measurement")
+	flag.DurationVar(&o.poolDuration, "pool-duration", 30*time.Second, "how long the active connections of the pooling measurement run")
 	flag.IntVar(&o.dpRounds, "dp-rounds", 5, "interleaved rounds of the DP cost measurement")
 	flag.IntVar(&o.accRuns, "accuracy-runs", 20000, "releases per accuracy cell")
 	flag.StringVar(&o.out, "out", "bench/RESULTS.md", "report to write")

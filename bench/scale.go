@@ -37,8 +37,9 @@ type mixResult struct {
 }
 
 type scaleResult struct {
-	mem []memResult
-	mix *mixResult
+	mem  []memResult
+	mix  *mixResult
+	pool *poolResult // pool.go
 }
 
 func measureScale(ctx context.Context, e *benchEnv, o options) (*scaleResult, error) {
@@ -59,6 +60,11 @@ func measureScale(ctx context.Context, e *benchEnv, o options) (*scaleResult, er
 		return nil, err
 	}
 	res.mix = mix
+	if o.poolConns > 0 {
+		if res.pool, err = measurePool(ctx, e, o); err != nil {
+			return nil, fmt.Errorf("pool: %w", err)
+		}
+	}
 	return res, nil
 }
 

@@ -83,6 +83,8 @@ type Limits struct {
 	// MaxQueryTokens bounds the lexical tokens of one query text, which
 	// the analysis's time and memory grow with.
 	MaxQueryTokens int `yaml:"max_query_tokens"`
+	// Pool shares upstream connections between sessions (pool.go).
+	Pool Pool `yaml:"pool"`
 }
 
 // WithDefaults returns l with every unset (zero) field at its default, for
@@ -135,6 +137,7 @@ func (l *Limits) applyDefaults() {
 	if l.MaxQueryTokens == 0 {
 		l.MaxQueryTokens = DefaultMaxQueryTokens
 	}
+	l.Pool.applyDefaults()
 }
 
 func (l *Limits) validate(p *problems) {
@@ -165,6 +168,7 @@ func (l *Limits) validate(p *problems) {
 			p.add("limits."+d.key, "must be a positive duration such as 30s, got %v", d.v)
 		}
 	}
+	l.Pool.validate(p, l.MaxConnections)
 	// PostgreSQL keeps statement_timeout in milliseconds as an int.
 	if l.StatementTimeout > 0 && (l.StatementTimeout < time.Millisecond || l.StatementTimeout.Milliseconds() > 1<<31-1) {
 		p.add("limits.statement_timeout", "must lie in [1ms, %v], got %v", time.Duration(1<<31-1)*time.Millisecond, l.StatementTimeout)
@@ -173,7 +177,7 @@ func (l *Limits) validate(p *problems) {
 
 // String describes the limits for check-config and logs.
 func (l Limits) String() string {
-	return fmt.Sprintf("max_connections=%d max_connections_per_analyst=%d max_message_size=%d max_query_length=%d max_query_depth=%d max_query_tokens=%d auth_timeout=%v idle_timeout=%v write_timeout=%v statement_timeout=%v max_concurrent_private_queries=%d max_concurrent_private_queries_per_analyst=%d private_query_wait=%v",
+	return fmt.Sprintf("max_connections=%d max_connections_per_analyst=%d max_message_size=%d max_query_length=%d max_query_depth=%d max_query_tokens=%d auth_timeout=%v idle_timeout=%v write_timeout=%v statement_timeout=%v max_concurrent_private_queries=%d max_concurrent_private_queries_per_analyst=%d private_query_wait=%v pool=%s",
 		l.MaxConnections, l.MaxConnectionsPerAnalyst, l.MaxMessageSize, l.MaxQueryLength, l.MaxQueryDepth, l.MaxQueryTokens, l.AuthTimeout, l.IdleTimeout, l.WriteTimeout,
-		l.StatementTimeout, l.MaxConcurrentPrivate, l.MaxConcurrentPrivatePerAnalyst, l.PrivateQueryWait)
+		l.StatementTimeout, l.MaxConcurrentPrivate, l.MaxConcurrentPrivatePerAnalyst, l.PrivateQueryWait, l.Pool)
 }

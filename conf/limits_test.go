@@ -14,7 +14,7 @@ func TestLimitsDefaults(t *testing.T) {
 	want := Limits{MaxConnections: 500, MaxMessageSize: 8 << 20, MaxQueryLength: 1 << 20, AuthTimeout: 30 * time.Second,
 		IdleTimeout: time.Hour, WriteTimeout: time.Minute, StatementTimeout: time.Minute, MaxConcurrentPrivate: 16,
 		MaxConnectionsPerAnalyst: 50, MaxConcurrentPrivatePerAnalyst: 4, PrivateQueryWait: 30 * time.Second,
-		MaxQueryDepth: 500, MaxQueryTokens: 50_000}
+		MaxQueryDepth: 500, MaxQueryTokens: 50_000, Pool: Pool{Mode: PoolSession}}
 	if c.Limits != want {
 		t.Errorf("default limits = %v, want %v", c.Limits, want)
 	}
@@ -44,7 +44,7 @@ limits:
 	want := Limits{MaxConnections: 10, MaxMessageSize: 65536, MaxQueryLength: 4096, AuthTimeout: 5 * time.Second,
 		IdleTimeout: -time.Second, WriteTimeout: 2 * time.Minute, StatementTimeout: 1500 * time.Millisecond, MaxConcurrentPrivate: 3,
 		MaxConnectionsPerAnalyst: 4, MaxConcurrentPrivatePerAnalyst: 2, PrivateQueryWait: 5 * time.Second,
-		MaxQueryDepth: 200, MaxQueryTokens: 5000}
+		MaxQueryDepth: 200, MaxQueryTokens: 5000, Pool: Pool{Mode: PoolSession}}
 	if c.Limits != want {
 		t.Errorf("limits = %v, want %v", c.Limits, want)
 	}
@@ -68,11 +68,34 @@ func TestLimitsRejected(t *testing.T) {
 		"max_query_tokens: 99999999":                     "limits.max_query_tokens",
 		"idle_timeout: soon":                             "time.Duration",
 		"max_conections: 3":                              "max_conections",
+		"pool: {mode: statement}":                        "limits.pool.mode",
+		"pool: {max_backends: 5}":                        "limits.pool.max_backends",
+		"pool: {mode: transaction, max_backends: -1}":    "limits.pool.max_backends",
+		"pool: {mode: transaction, max_backends: 501}":   "limits.pool.max_backends",
 	}
 	for line, key := range cases {
 		_, err := Parse("l.yaml", []byte(good+"\nlimits:\n  "+line+"\n"), env)
 		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("limits %q: err = %v, want one naming %s", line, err, key)
+		}
+	}
+}
+
+func TestPoolParsed(t *testing.T) {
+	for y, want := range map[string]Pool{
+		"  pool: {mode: transaction, max_backends: 3}": {Mode: PoolTransaction, MaxBackends: 3},
+		"  pool: {mode: transaction}":                  {Mode: PoolTransaction, MaxBackends: DefaultPoolBackends},
+		"  pool: {mode: session}":                      {Mode: PoolSession},
+	} {
+		c, err := Parse("l.yaml", []byte(good+"\nlimits:\n"+y+"\n"), env)
+		if err != nil {
+			t.Fatalf("%s: %v", y, err)
+		}
+		if c.Limits.Pool != want {
+			t.Errorf("%s: pool = %+v, want %+v", y, c.Limits.Pool, want)
+		}
+		if c.Limits.Pool.Transaction() != (want.Mode == PoolTransaction) {
+			t.Errorf("%s: Transaction() wrong", y)
 		}
 	}
 }

@@ -59,18 +59,21 @@ func (ss *session) begin(params map[string]string) error {
 	names, values = append(names, rewrite.BackendPIDSetting), append(values, strconv.FormatUint(uint64(ss.key.pid), 10))
 	ss.settings = [2][]string{names, values}
 
-	if len(names) > 0 {
+	if ss.pooled() {
+		// A shared backend: what another session set is reset too.
+		err = ss.restoreOnBackend(ctx) // pool.go
+	} else if len(names) > 0 {
 		// set_config with bound parameters: client values never become SQL text.
 		// QueryExecModeExec (an unnamed statement): pgx's statement cache
 		// would outlive the DISCARD ALL of releaseUpstream, and the next
 		// session on this connection would fail on a prepared statement
 		// that no longer exists.
-		_, err := up.Exec(ctx, "SELECT set_config(n, v, false) FROM unnest($1::text[], $2::text[]) AS s(n, v)", pgx.QueryExecModeExec, names, values)
-		if err != nil {
-			ss.send(errorResponseFatal(err))
-			ss.flush()
-			return errHandled
-		}
+		_, err = up.Exec(ctx, "SELECT set_config(n, v, false) FROM unnest($1::text[], $2::text[]) AS s(n, v)", pgx.QueryExecModeExec, names, values)
+	}
+	if err != nil {
+		ss.send(errorResponseFatal(err))
+		ss.flush()
+		return errHandled
 	}
 	ss.send(&pgproto3.AuthenticationOk{})
 	ss.sendParameterChanges(true)
@@ -80,7 +83,11 @@ func (ss *session) begin(params map[string]string) error {
 	binary.BigEndian.PutUint32(secret[:], ss.key.secret)
 	ss.send(&pgproto3.BackendKeyData{ProcessID: ss.key.pid, SecretKey: secret[:]})
 	ss.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-	return ss.flush()
+	if err := ss.flush(); err != nil {
+		return err
+	}
+	ss.giveBackBackend(ctx) // pool.go: an idle session holds no backend
+	return nil
 }
 
 func errorResponseFatal(err error) *pgproto3.ErrorResponse {

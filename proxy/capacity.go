@@ -47,6 +47,15 @@ func fitConnections(l conf.Limits, c capacity) (fit int, fits bool) {
 	return min(l.MaxConnections, room), l.MaxConnections <= room
 }
 
+// poolFits reports whether limits.pool.max_backends connections fit next
+// to the ledger's pool in transaction mode, where sessions share them
+// (pool.go) and limits.max_connections counts only client sessions.
+func poolFits(l conf.Limits, c capacity) (room int, fits bool) {
+	l = l.WithDefaults()
+	room = c.available() - ledgerPoolSize(l)
+	return room, l.Pool.MaxBackends <= room
+}
+
 // capacityReport describes the fit for the log and check-config.
 func capacityReport(l conf.Limits, c capacity) string {
 	l = l.WithDefaults()
@@ -67,6 +76,23 @@ func (s *Server) checkLimits(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("proxy: reading the upstream's max_connections: %w", err)
 	}
+	if s.lim.cfg.Pool.Transaction() {
+		if room, fits := poolFits(s.lim.cfg, c); !fits {
+			return fmt.Errorf("proxy: limits.pool.max_backends %d exceeds the %d connections the upstream can give next to the ledger's pool: lower it or raise max_connections on the server", s.lim.cfg.Pool.MaxBackends, room)
+		}
+	} else if err := s.fitSessions(c); err != nil {
+		return err
+	}
+	if d := s.analyzer.MaxQueryDepth(); d < s.lim.cfg.MaxQueryDepth {
+		s.log.Warn("limits.max_query_depth lowered to what the stack can take (ulimit -s; the default 8 MiB allows the default depth)",
+			"max_query_depth", d, "configured", s.lim.cfg.MaxQueryDepth)
+	}
+	return nil
+}
+
+// fitSessions is checkLimits's part in session mode: each session holds
+// one upstream connection, so limits.max_connections must fit.
+func (s *Server) fitSessions(c capacity) error {
 	fit, fits := fitConnections(s.lim.cfg, c)
 	if fit < 1 {
 		return fmt.Errorf("proxy: upstream: no connection left for analysts: %s; raise max_connections on the server or lower limits.max_concurrent_private_queries", capacityReport(s.lim.cfg, c))
@@ -74,10 +100,6 @@ func (s *Server) checkLimits(ctx context.Context) error {
 	if !fits {
 		s.log.Warn("limits.max_connections lowered to what the upstream can give: "+capacityReport(s.lim.cfg, c), "max_connections", fit)
 		s.lim.maxConns = fit
-	}
-	if d := s.analyzer.MaxQueryDepth(); d < s.lim.cfg.MaxQueryDepth {
-		s.log.Warn("limits.max_query_depth lowered to what the stack can take (ulimit -s; the default 8 MiB allows the default depth)",
-			"max_query_depth", d, "configured", s.lim.cfg.MaxQueryDepth)
 	}
 	return nil
 }

@@ -171,6 +171,18 @@ func (c *checker) connections(ctx context.Context) {
 		return
 	}
 	l := c.cfg.Limits.WithDefaults()
+	if l.Pool.Transaction() {
+		// Sessions share limits.pool.max_backends connections (pool.go).
+		if room, fits := poolFits(l, capa); !fits {
+			c.problem("limits.pool.max_backends", "%d exceeds the %d connections the upstream can give next to the ledger's pool: lower it or raise max_connections on the server", l.Pool.MaxBackends, room)
+		} else {
+			c.say("connections: transaction pooling, %d upstream connections for up to %d sessions, %d for the ledger", l.Pool.MaxBackends, l.MaxConnections, ledgerPoolSize(l))
+		}
+		if l.MaxConcurrentPrivate > l.Pool.MaxBackends {
+			c.say("warning: limits.max_concurrent_private_queries (%d) exceeds limits.pool.max_backends (%d): private queries holding a slot may wait for a connection", l.MaxConcurrentPrivate, l.Pool.MaxBackends)
+		}
+		return
+	}
 	fit, fits := fitConnections(l, capa)
 	switch {
 	case fit < 1:

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
@@ -55,6 +57,9 @@ type privateClock struct {
 	// notBefore is the earliest release (an answer another query released).
 	notBefore time.Time
 	released  bool
+	// lend, if set, gives the session's pooled backend back before release
+	// waits for the slot's end (pool.go).
+	lend func()
 
 	mu         sync.Mutex
 	running    bool               // the bounded query runs (run)
@@ -136,6 +141,9 @@ func (c *privateClock) release(ctx context.Context) {
 		return
 	}
 	c.released = true
+	if c.lend != nil {
+		c.lend()
+	}
 	done := ctx.Done()
 	c.mu.Lock()
 	if c.before.done != nil {
@@ -265,13 +273,35 @@ func (c *privateClock) requestCancel() {
 // CancelRequest for the session goes to it from now on (deferCancel).
 func (ss *session) startClock() *privateClock {
 	pr := ss.srv.cfg.Privacy
+	// The backend is read here, on the session's goroutine: in
+	// transaction mode ss.upstream changes between statements (pool.go).
+	var pc *pgconn.PgConn
+	if ss.upstream != nil {
+		pc = ss.upstream.Conn().PgConn()
+	}
+	// cancelMu is held while a cancel is sent: lendBackend takes it to
+	// stop cancels before the backend may serve another session.
+	var cancelMu sync.Mutex
 	c := newClock(pr.ResponseQuantum, pr.MaxQueryTime, func() {
+		cancelMu.Lock()
+		defer cancelMu.Unlock()
+		if pc == nil {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := ss.upstream.Conn().PgConn().CancelRequest(ctx); err != nil {
+		if err := pc.CancelRequest(ctx); err != nil {
 			ss.log.Warn("cancel request of a private query failed", "err", err)
 		}
 	})
+	if ss.pooled() {
+		c.lend = func() {
+			cancelMu.Lock()
+			pc = nil
+			cancelMu.Unlock()
+			ss.giveBackBackend(context.Background()) // pool.go
+		}
+	}
 	c.mu.Lock()
 	c.before, ss.beforeCharge = ss.beforeCharge, beforeCharge{}
 	c.mu.Unlock()

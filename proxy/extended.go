@@ -331,6 +331,7 @@ func (ss *session) deallocate(ctx context.Context, name string) (*result, error)
 // dropAllPrepared forgets every statement and portal; the upstream drops
 // its twins itself (DISCARD ALL).
 func (ss *session) dropAllPrepared() {
+	ss.forgetBackendStmts() // pool.go
 	clear(ss.statements)
 	clear(ss.portals)
 	clear(ss.upstreamStmts)

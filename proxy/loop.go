@@ -50,6 +50,12 @@ func (ss *session) loop() {
 			}
 			continue
 		}
+		if handled, ok := ss.takeBackend(ctx, msg); handled { // pool.go
+			if !ok {
+				return
+			}
+			continue
+		}
 		if !ss.keepUpstream(ctx, msg) { // replicas.go
 			return
 		}
@@ -84,6 +90,7 @@ func (ss *session) loop() {
 		if err := ss.flush(); err != nil {
 			return
 		}
+		ss.giveBackBackend(ctx) // pool.go
 	}
 }
 

@@ -184,6 +184,9 @@ func observe[T any](ss *session, ctx context.Context, st *rewrite.Statement, run
 // observed runs one statement of a simple Query through run, then counts
 // and logs it.
 func (ss *session) observed(ctx context.Context, st *rewrite.Statement, run func(context.Context, *rewrite.Statement) error) error {
+	if err := ss.holdBackend(ctx); err != nil { // pool.go
+		return err
+	}
 	_, err := observe(ss, ctx, st, func(ctx context.Context) (struct{}, error) { return struct{}{}, run(ctx, st) })
 	return err
 }

@@ -504,6 +504,9 @@ func (ss *session) dialAgain(ctx context.Context) error {
 	ss.srv.upstreams[up.Conn().PgConn()] = ss
 	ss.srv.mu.Unlock()
 	ss.render = ""
+	if ss.pooled() {
+		return ss.restoreOnBackend(ctx) // pool.go: a shared backend
+	}
 	pc := up.Conn().PgConn()
 	if names := ss.settings[0]; len(names) > 0 {
 		// As begin does: bound parameters, an unnamed statement.

@@ -179,6 +179,9 @@ func New(ctx context.Context, cfg *conf.Config, opts Options) (*Server, error) {
 	pcfg.ConnConfig.DescriptionCacheCapacity = 0
 	pcfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	pcfg.MaxConns = int32(min(s.lim.cfg.MaxConnections, 1<<20))
+	if p := s.lim.cfg.Pool; p.Transaction() {
+		pcfg.MaxConns = int32(p.MaxBackends) // sessions share them (pool.go)
+	}
 	pcfg.MinConns = 0
 	pcfg.ConnConfig.OnNotice = s.routeNotice
 	// A tiny pass-through query can make PostgreSQL send a huge row

@@ -138,6 +138,8 @@ func (ss *session) releaseUpstream() {
 	}
 	if err := pc.Exec(ctx, "DISCARD ALL").Close(); err != nil {
 		pc.Close(ctx)
+	} else {
+		forgetBackend(pc) // pool.go
 	}
 	ss.upstream.Release()
 }

@@ -42,16 +42,12 @@ func (ss *session) prepareUpstream(ctx context.Context, sql string, oids []uint3
 		us.refs++
 		return us, nil
 	}
-	ss.upstreamSeq++
-	name := fmt.Sprintf("dpproxy_%d", ss.upstreamSeq)
-	sd, err := ss.upstream.Conn().PgConn().Prepare(ctx, name, sql, oids)
+	name := ss.upstreamStmtName(key)                                    // pool.go
+	paramOIDs, fields, err := ss.prepareTwin(ctx, name, key, sql, oids) // pool.go
 	if err != nil {
 		return nil, err
 	}
-	us := &upstreamStmt{key: key, name: name, paramOIDs: sd.ParamOIDs, refs: 1}
-	if len(sd.Fields) > 0 {
-		us.fields = rowDescription(sd.Fields).Fields
-	}
+	us := &upstreamStmt{key: key, name: name, paramOIDs: paramOIDs, fields: fields, refs: 1}
 	if ss.upstreamStmts == nil {
 		ss.upstreamStmts = map[string]*upstreamStmt{}
 	}
@@ -83,6 +79,9 @@ func (ss *session) trimUpstreamStmts(ctx context.Context) {
 		}
 		delete(ss.upstreamStmts, key)
 		unused--
+		if ss.pooled() {
+			continue // the backend keeps it for the sessions it serves (pool.go)
+		}
 		if err := ss.upstream.Conn().PgConn().Deallocate(ctx, us.name); err != nil {
 			ss.log.Info("deallocate upstream statement", "err", err)
 		}
