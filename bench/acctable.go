@@ -129,7 +129,11 @@ type accTableRow struct {
 	// true groups released, and median relative error of bounding alone.
 	ProxyErr, ProxyShare, ProxyBias float64
 	LibErr, LibShare, LibBias       float64
-	ProxyRuns, LibRuns              int
+	// ProxySE and LibSE are the bootstrap standard errors of the two
+	// median errors: with 20 runs of a few groups a median moves by
+	// several percent between runs of the same mechanism.
+	ProxySE, LibSE     float64
+	ProxyRuns, LibRuns int
 	// ProxyRefused holds dpproxy's refusal when it does not answer the query.
 	ProxyRefused string
 }
@@ -270,8 +274,8 @@ func measureAccuracyTable(ctx context.Context, e *benchEnv, proxyRuns, libRuns i
 			for i, a := range q.aggs {
 				row := accTableRow{Query: q.name, Title: q.title, Column: a.name, Epsilon: eps, Groups: len(truth),
 					ProxyRuns: len(proxyReleases), LibRuns: libRuns, ProxyRefused: refused}
-				row.ProxyErr, row.ProxyShare = errAndShare(truth, proxyReleases, i)
-				row.LibErr, row.LibShare = errAndShare(truth, libReleases, i)
+				row.ProxyErr, row.ProxyShare, row.ProxySE = errShareSE(truth, proxyReleases, i)
+				row.LibErr, row.LibShare, row.LibSE = errShareSE(truth, libReleases, i)
 				if bias != nil {
 					row.ProxyBias, _ = errAndShare(truth, []resultRows{bias}, i)
 				} else {
@@ -283,6 +287,36 @@ func measureAccuracyTable(ctx context.Context, e *benchEnv, proxyRuns, libRuns i
 		}
 	}
 	return out, t.summary, nil
+}
+
+// errShareSE is errAndShare with the bootstrap standard error of the
+// median error (200 resamples of the (group, run) errors).
+func errShareSE(truth resultRows, releases []resultRows, i int) (medErr, share, se float64) {
+	medErr, share = errAndShare(truth, releases, i)
+	var errs []float64
+	for _, r := range releases {
+		errs, _ = relErrs(errs, truth, r, i)
+	}
+	if len(errs) < 2 {
+		return medErr, share, math.NaN()
+	}
+	var meds []float64
+	re := make([]float64, len(errs))
+	for range 200 {
+		for j := range re {
+			re[j] = errs[rand.IntN(len(errs))]
+		}
+		meds = append(meds, medianNaN(re))
+	}
+	var m, v float64
+	for _, x := range meds {
+		m += x
+	}
+	m /= float64(len(meds))
+	for _, x := range meds {
+		v += (x - m) * (x - m)
+	}
+	return medErr, share, math.Sqrt(v / float64(len(meds)-1))
 }
 
 func errAndShare(truth resultRows, releases []resultRows, i int) (medErr, share float64) {
