@@ -14,9 +14,11 @@ import (
 	"github.com/dpproxy/dpproxy/conf"
 )
 
-// preReleasesDDL is the ledger's schema before dpproxy.releases and the
-// Rényi sums (budget/schema.go as of the advanced accountant), copied so
-// that the migration test starts from a ledger that version created.
+// preReleasesDDL is the ledger's schema before dpproxy.releases, the
+// Rényi sums and per-table budgets (budget/schema.go at commit 3a1a505,
+// the advanced accountant), frozen so that the migration tests
+// (TestMigrationFromOldLedgerKeepsEveryCharge, TestTableMigrationKeepsCharges)
+// start from a ledger that version created.
 func preReleasesDDL() []string {
 	return []string{
 		`CREATE TABLE IF NOT EXISTS dpproxy.budgets (

@@ -253,57 +253,6 @@ func TestTableBudgetConcurrent(t *testing.T) {
 	}
 }
 
-// ddlBeforeTables is schemaDDL as it was before per-table budgets (commit
-// 3a1a505), frozen here so that the migration test opens a ledger the
-// previous version created.
-func ddlBeforeTables() []string {
-	return []string{
-		`CREATE TABLE IF NOT EXISTS dpproxy.budgets (
-			analyst       text PRIMARY KEY,
-			epsilon_limit numeric NOT NULL,
-			delta_limit   numeric NOT NULL,
-			epsilon_spent numeric NOT NULL DEFAULT 0,
-			delta_spent   numeric NOT NULL DEFAULT 0,
-			updated_at    timestamptz
-		)`,
-		`ALTER TABLE dpproxy.budgets
-			ADD COLUMN IF NOT EXISTS rho_spent          numeric NOT NULL DEFAULT 0,
-			ADD COLUMN IF NOT EXISTS delta_approx_spent numeric NOT NULL DEFAULT 0,
-			ADD COLUMN IF NOT EXISTS epsilon_granted    numeric NOT NULL DEFAULT 0,
-			ADD COLUMN IF NOT EXISTS delta_granted      numeric NOT NULL DEFAULT 0`,
-		`CREATE TABLE IF NOT EXISTS dpproxy.charges (
-			id          bigserial PRIMARY KEY,
-			analyst     text NOT NULL,
-			at          timestamptz NOT NULL DEFAULT now(),
-			fingerprint text NOT NULL,
-			epsilon     numeric NOT NULL,
-			delta       numeric NOT NULL
-		)`,
-		`ALTER TABLE dpproxy.charges
-			ADD COLUMN IF NOT EXISTS action       text NOT NULL DEFAULT 'charge',
-			ADD COLUMN IF NOT EXISTS actor        text NOT NULL DEFAULT '',
-			ADD COLUMN IF NOT EXISTS rho          numeric NOT NULL DEFAULT 0,
-			ADD COLUMN IF NOT EXISTS delta_approx numeric NOT NULL DEFAULT 0`,
-		`ALTER TABLE dpproxy.budgets
-			ADD COLUMN IF NOT EXISTS epsilon_sq_spent numeric NOT NULL DEFAULT 0`,
-		`CREATE INDEX IF NOT EXISTS charges_analyst_at ON dpproxy.charges (analyst, at)`,
-		`CREATE OR REPLACE FUNCTION dpproxy.append_only() RETURNS trigger LANGUAGE plpgsql AS
-			$$BEGIN RAISE EXCEPTION 'dpproxy.% is append-only', TG_TABLE_NAME; END$$`,
-		`CREATE OR REPLACE TRIGGER charges_append_only BEFORE UPDATE OR DELETE ON dpproxy.charges
-			FOR EACH ROW EXECUTE FUNCTION dpproxy.append_only()`,
-		`CREATE OR REPLACE TRIGGER charges_no_truncate BEFORE TRUNCATE ON dpproxy.charges
-			FOR EACH STATEMENT EXECUTE FUNCTION dpproxy.append_only()`,
-		`CREATE TABLE IF NOT EXISTS dpproxy.answers (
-			analyst    text NOT NULL,
-			key        text NOT NULL,
-			answer     bytea NOT NULL,
-			charge_id  bigint NOT NULL UNIQUE REFERENCES dpproxy.charges (id),
-			created_at timestamptz NOT NULL DEFAULT now(),
-			PRIMARY KEY (analyst, key)
-		)`,
-	}
-}
-
 // TestTableMigrationKeepsCharges: a ledger created by the previous
 // version's DDL, with charges made by the previous code (through Charge,
 // which then recorded no tables), opened by this version with a table
@@ -315,7 +264,7 @@ func TestTableMigrationKeepsCharges(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newPool(t, newDB(t), 2, nil)
-	for _, s := range append([]string{createSchema}, ddlBeforeTables()...) {
+	for _, s := range append([]string{createSchema}, preReleasesDDL()...) {
 		if _, err := pool.Exec(ctx, s); err != nil {
 			t.Fatal(err)
 		}
