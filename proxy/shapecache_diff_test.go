@@ -169,3 +169,35 @@ func FuzzShapeCache(f *testing.F) {
 		shapeDiffCheck(t, srv, b)
 	})
 }
+
+// TestShapeCacheConcurrent: sessions filling and reading the same shapes
+// at once get each text's own analysis (run with -race).
+func TestShapeCacheConcurrent(t *testing.T) {
+	srv := benchServer(t)
+	forms := []string{
+		"SELECT abalance FROM pgbench_accounts WHERE aid = %d AND bid < %d",
+		"SELECT relname FROM pg_class WHERE relpages > %d OR relnatts = %d",
+		"SELECT g FROM generate_series(1, 100) AS g WHERE g >= %d AND g <> %d",
+	}
+	done := make(chan error, 8)
+	for w := 0; w < 8; w++ {
+		go func(w int) {
+			r := rand.New(rand.NewPCG(uint64(w), 17))
+			for i := 0; i < 200; i++ {
+				text := fmt.Sprintf(forms[r.IntN(len(forms))], 987600001+r.IntN(3), r.IntN(1_000_000_000))
+				got, gerr := srv.analyze(text)
+				want, werr := srv.analyzer.Analyze(text)
+				if gerr != nil || werr != nil || !reflect.DeepEqual(got, want) {
+					done <- fmt.Errorf("%q: cache %+v %v, analysis %+v %v", text, got, gerr, want, werr)
+					return
+				}
+			}
+			done <- nil
+		}(w)
+	}
+	for w := 0; w < 8; w++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
