@@ -32,7 +32,8 @@ import (
 //     digits (always an int4 constant to PostgreSQL and to pg_query, never
 //     numeric or int8), standing alone (not touching a letter, digit,
 //     underscore or dot), directly after a comparison operator (=, <>,
-//     !=, <, >, <=, >=): the operand of a comparison, whose value no check
+//     !=, <, >, <=, >=; not := or =>, which pass a named argument): the
+//     operand of a comparison, whose value no check
 //     of a pass-through statement reads (the checks that read constants,
 //     such as the bound of generate_series, read function arguments and
 //     LIMIT, which stay part of the shape as written);
@@ -275,6 +276,9 @@ func afterComparison(sql string, i int) bool {
 	end := p + 1
 	for p >= 0 && isOpByte(sql[p]) {
 		p--
+	}
+	if p >= 0 && sql[p] == ':' {
+		return false // := is PostgreSQL's COLON_EQUALS, a named argument (f(x := 5)), not a comparison
 	}
 	switch sql[p+1 : end] {
 	case "=", "<>", "!=", "<", ">", "<=", ">=":

@@ -110,6 +110,12 @@ func TestIntegerShape(t *testing.T) {
 		{"SELECT a FROM t WHERE a = 5x", "", nil},
 		{"SELECT a FROM t WHERE a => 5", "", nil},
 		{"SELECT a FROM t WHERE a =- 5", "", nil},
+		// := and => pass a named argument, which value checks read
+		// (red team, issue 17): never a varying integer.
+		{"SELECT g FROM generate_series(start := 1, stop := 20000000) AS g WHERE g = 3", "SELECT g FROM generate_series(start := 1, stop := 20000000) AS g WHERE g = #", []string{"3"}},
+		{"SELECT make_interval(days := 5) WHERE 1 = 1", "SELECT make_interval(days := 5) WHERE 1 = #", []string{"1"}},
+		{"SELECT make_interval(days :=5)", "", nil},
+		{"SELECT make_interval(days => 5)", "", nil},
 		{"SELECT a FROM t WHERE a = $1", "", nil},
 		{"SELECT a FROM t WHERE a = 1 /* */", "", nil},
 		{"SELECT a FROM t WHERE a = 1 AND b = E'x'", "", nil},

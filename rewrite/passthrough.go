@@ -64,6 +64,14 @@ const maxSeriesValues = 10_000_000
 // seriesBounded refuses generate_series whose literal number bounds (and
 // step) give more than maxSeriesValues values.
 func seriesBounded(fc *pg_query.FuncCall) error {
+	for _, a := range fc.Args {
+		if a.GetNamedArgExpr() != nil {
+			// PostgreSQL's generate_series has no parameter names, and
+			// a bound passed by name is not read below (red team,
+			// issue 17).
+			return reject(pgerr.FeatureNotSupported, fc.Location, "generate_series with named arguments is not supported")
+		}
+	}
 	if len(fc.Args) < 2 || len(fc.Args) > 3 {
 		return nil
 	}

@@ -33,6 +33,11 @@ func TestPassThroughAllowlist(t *testing.T) {
 		{"SELECT current_setting('server_version_num'), current_setting('TimeZone', true)", ""},
 		{"SELECT a.attname, i.n FROM pg_attribute a, information_schema._pg_expandarray(ARRAY[1,2]) i", ""},
 		{"SELECT s FROM generate_series(1, 3) s", ""},
+		// named arguments hide the bounds from seriesBounded
+		// (PostgreSQL's generate_series has no parameter names; red
+		// team, issue 17)
+		{"SELECT s FROM generate_series(start := 1, stop := 20000000) s", "0A000"},
+		{"SELECT s FROM generate_series(1, stop => 20000000) s", "0A000"},
 		{"SELECT json_build_object('a', 1)", ""},
 		// a * over a subquery names only what the subquery selects
 		{"SELECT * FROM (SELECT c.oid, c.relname FROM pg_class c) c WHERE relname = 'x'", ""},
