@@ -54,29 +54,14 @@ func (ss *session) autoResult(ctx context.Context, st *rewrite.Statement, p *par
 	clk := ss.startClock()
 	defer ss.stopClock(clk)
 	defer clk.release(ctx)
-	plan := st.Plan
 
 	// Analyse: the parameters, the constants, the question's key.
-	if err := checkParamCount(plan, p); err != nil {
-		return nil, err
-	}
-	settings, err := ss.renderSettings(ctx)
+	plan, cv, key, err := ss.analyseQuestion(ctx, st, p, paramOIDs) // private.go
 	if err != nil {
 		return nil, err
 	}
-	cv, err := ss.evalConstants(ctx, plan, p, paramOIDs)
-	if err != nil {
-		return nil, err
-	}
-	plan, pkeys, err := ss.withPublicKeys(ctx, plan)
-	if err != nil {
-		return nil, err
-	}
-	key := budget.CacheKey{Analyst: ss.user.Name, Query: st.Key, Epsilon: ss.epsilon, Delta: ss.delta, Mechanism: ss.srv.cacheMechanism(ss.mechanism), Params: p.key() + cv.key() + pkeys, Settings: settings}
-	if a, ok := ss.srv.answers.Get(key); ok {
-		clk.after(a.notBefore)
-		ss.cacheHit(ctx)
-		return ss.answerResult(a, true, budget.Spend{}), nil
+	if r, ok := ss.cachedAnswer(ctx, clk, key); ok {
+		return r, nil
 	}
 
 	// Spec: both parts, and every check that reads no private row, for

@@ -84,33 +84,14 @@ func (ss *session) privateResult(ctx context.Context, st *rewrite.Statement, p *
 	clk := ss.startClock() // clock.go: the response leaves at the end of a time slot
 	defer ss.stopClock(clk)
 	defer clk.release(ctx)
-	plan := st.Plan
 
 	// Analyse: the parameters, the constants, the question's key.
-	if err := checkParamCount(plan, p); err != nil {
-		return nil, err
-	}
-	settings, err := ss.renderSettings(ctx)
+	plan, cv, key, err := ss.analyseQuestion(ctx, st, p, paramOIDs)
 	if err != nil {
 		return nil, err
 	}
-	// The constants first (consts.go): before the cache, whose key holds
-	// their values, and before the charge.
-	cv, err := ss.evalConstants(ctx, plan, p, paramOIDs)
-	if err != nil {
-		return nil, err
-	}
-	// The values of group keys from public tables (publickeys.go), which
-	// key the cache too.
-	plan, pkeys, err := ss.withPublicKeys(ctx, plan)
-	if err != nil {
-		return nil, err
-	}
-	key := budget.CacheKey{Analyst: ss.user.Name, Query: st.Key, Epsilon: ss.epsilon, Delta: ss.delta, Mechanism: ss.srv.cacheMechanism(ss.mechanism), Params: p.key() + cv.key() + pkeys, Settings: settings}
-	if a, ok := ss.srv.answers.Get(key); ok {
-		clk.after(a.notBefore)
-		ss.cacheHit(ctx)
-		return ss.answerResult(a, true, budget.Spend{}), nil
+	if r, ok := ss.cachedAnswer(ctx, clk, key); ok {
+		return r, nil
 	}
 
 	// Spec: what the release will be, and every check that reads no
@@ -217,12 +198,9 @@ func (ss *session) unionResult(ctx context.Context, st *rewrite.Statement, p *pa
 	if err != nil {
 		return nil, err
 	}
-	ckey += pkeys
-	key := budget.CacheKey{Analyst: ss.user.Name, Query: st.Key, Epsilon: ss.epsilon, Delta: ss.delta, Mechanism: ss.srv.cacheMechanism(ss.mechanism), Params: p.key() + ckey, Settings: settings}
-	if a, ok := ss.srv.answers.Get(key); ok {
-		clk.after(a.notBefore)
-		ss.cacheHit(ctx)
-		return ss.answerResult(a, true, budget.Spend{}), nil
+	key := ss.cacheKey(st, p.key()+ckey+pkeys, settings)
+	if r, ok := ss.cachedAnswer(ctx, clk, key); ok {
+		return r, nil
 	}
 
 	// Spec: the union's description and post-processing check, then
@@ -442,6 +420,51 @@ func (ss *session) runBounded(ctx context.Context, plan *rewrite.Plan, p *params
 		return nil, privateFailed(err)
 	}
 	return rows, nil
+}
+
+// analyseQuestion is the first step of a private query with one plan
+// (privateResult, autoResult): the parameters checked, the constants
+// evaluated (consts.go: before the cache, whose key holds their values,
+// and before the charge), the values of group keys from public tables
+// filled in (publickeys.go, which key the cache too), and the question's
+// key in the answer cache.
+func (ss *session) analyseQuestion(ctx context.Context, st *rewrite.Statement, p *params, paramOIDs []uint32) (*rewrite.Plan, *constValues, budget.CacheKey, error) {
+	plan := st.Plan
+	if err := checkParamCount(plan, p); err != nil {
+		return nil, nil, budget.CacheKey{}, err
+	}
+	settings, err := ss.renderSettings(ctx)
+	if err != nil {
+		return nil, nil, budget.CacheKey{}, err
+	}
+	cv, err := ss.evalConstants(ctx, plan, p, paramOIDs)
+	if err != nil {
+		return nil, nil, budget.CacheKey{}, err
+	}
+	plan, pkeys, err := ss.withPublicKeys(ctx, plan)
+	if err != nil {
+		return nil, nil, budget.CacheKey{}, err
+	}
+	return plan, cv, ss.cacheKey(st, p.key()+cv.key()+pkeys, settings), nil
+}
+
+// cacheKey is the key of st's answer in the answer cache and the ledger:
+// the analyst, the question, the session's ε, δ and mechanism, values
+// (parameters, constants, public keys) and rendering settings.
+func (ss *session) cacheKey(st *rewrite.Statement, values, settings string) budget.CacheKey {
+	return budget.CacheKey{Analyst: ss.user.Name, Query: st.Key, Epsilon: ss.epsilon, Delta: ss.delta, Mechanism: ss.srv.cacheMechanism(ss.mechanism), Params: values, Settings: settings}
+}
+
+// cachedAnswer is key's answer from this proxy's memory, sent at the end
+// of clk's time slot, if it holds one.
+func (ss *session) cachedAnswer(ctx context.Context, clk *privateClock, key budget.CacheKey) (*result, bool) {
+	a, ok := ss.srv.answers.Get(key)
+	if !ok {
+		return nil, false
+	}
+	clk.after(a.notBefore)
+	ss.cacheHit(ctx)
+	return ss.answerResult(a, true, budget.Spend{}), true
 }
 
 // answerResult wraps a released answer with its NOTICE (cost and error
