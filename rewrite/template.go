@@ -412,8 +412,15 @@ var textIdentityTypes = map[string]bool{
 }
 
 // textIsEquality reports whether key k is a plain column of a type in
-// textIdentityTypes.
+// textIdentityTypes, or mentions no column at all: a constant (hoisted,
+// so a literal or a parameter here) is one value for every row, one
+// group whose text is its own, and wrapping it in keyText would leave a
+// constant expression in the rewritten SQL for PostgreSQL to evaluate per
+// row (the totality invariant, FuzzRewrite).
 func (p *planner) textIsEquality(k plannedKey) bool {
+	if !p.mentionsColumn(k.node) {
+		return true
+	}
 	ref := k.node.GetColumnRef()
 	if k.col == nil || ref == nil {
 		return false
