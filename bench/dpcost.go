@@ -129,7 +129,13 @@ func measureDPCost(ctx context.Context, e *benchEnv, table string, size, rounds 
 					}
 					d, err := timeQuery(ctx, proxy, r.dpQ)
 					r.dp = append(r.dp, d)
-					return err
+					if err != nil {
+						// The proxy's answer is opaque on purpose; its log and
+						// the server's say why, and the run directory goes
+						// with the run.
+						return fmt.Errorf("%w\n%s", err, e.logTails())
+					}
+					return nil
 				},
 			}
 			for i := range steps {

@@ -202,6 +202,23 @@ func (e *benchEnv) buildProxy(ctx context.Context) error {
 	return nil
 }
 
+// logTails returns the last lines of the proxy's and PostgreSQL's logs,
+// for an error that the proxy reports opaquely to its client.
+func (e *benchEnv) logTails() string {
+	var b strings.Builder
+	for _, f := range []string{filepath.Join(e.dir, "dpproxy.log"), e.pg.LogPath} {
+		out, err := os.ReadFile(f)
+		if err != nil {
+			fmt.Fprintf(&b, "(%v)\n", err)
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+		lines = lines[max(0, len(lines)-20):]
+		fmt.Fprintf(&b, "--- last lines of %s:\n%s\n", f, strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
+
 // startProxy serves the bench configuration.
 func (e *benchEnv) startProxy(ctx context.Context) error {
 	var err error
