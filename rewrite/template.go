@@ -322,13 +322,21 @@ func (t *template) assemble(from string) string {
 	innerSQL += indent + "GROUP BY " + strings.Join(t.innerGroup, ", ") + "\n"
 
 	b.WriteString("SELECT " + strings.Join(t.outer, ", ") + "\nFROM (\n")
-	if !nested {
+	if !nested || (distinct == nil && t.keysCapGroups()) {
+		if nested {
+			innerSQL = strings.ReplaceAll(innerSQL, "\n    ", "\n  ")[2:]
+		}
 		b.WriteString(innerSQL)
 		b.WriteString(") AS dp_per_unit\n")
-		// Without GROUP BY each unit touches one group, so no group is
-		// sampled; the seed is still referenced so that every plan takes
-		// exactly SeedParam() parameters.
+		// Without GROUP BY each unit touches one group, and with public
+		// values that allow no more than max_groups_per_unit groups it
+		// touches no more than that: no group is sampled. The seed is
+		// still referenced so that every plan takes exactly SeedParam()
+		// parameters.
 		b.WriteString("WHERE " + seed + " IS NOT NULL")
+		if nested {
+			b.WriteString("\nGROUP BY " + strings.Join(keyCols, ", "))
+		}
 		return b.String()
 	}
 	mid := append([]string{"dp_u"}, keyCols...)
@@ -378,6 +386,25 @@ func (t *template) assemble(from string) string {
 		b.WriteString("WHERE " + seed + " IS NOT NULL")
 	}
 	return b.String()
+}
+
+// keysCapGroups reports whether the keys' configured public values allow
+// at most max_groups_per_unit groups, so that ranking a unit's groups to
+// keep that many would keep them all. The per-unit rows keep only keys
+// whose text is among the public values (perUnit), and each key is
+// grouped by its text or by an equality that is text identity, so a
+// unit's distinct groups are distinct combinations of public values:
+// their number is at most the product of the lists' lengths.
+func (t *template) keysCapGroups() bool {
+	combos := int64(1)
+	for _, k := range t.p.keys {
+		n := int64(len(k.key.PublicValues))
+		if k.key.PublicTable != "" || n == 0 || combos > t.p.table.MaxGroupsPerUnit/n {
+			return false
+		}
+		combos *= n
+	}
+	return combos <= t.p.table.MaxGroupsPerUnit
 }
 
 // keyText is a group key's expression as the rewritten query groups it:
