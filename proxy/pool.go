@@ -132,7 +132,9 @@ func (ss *session) upstreamStmtName(key string) string {
 
 // prepareTwin prepares sql as the twin name of key on the session's
 // backend, or finds it there already prepared by a session it served.
-func (ss *session) prepareTwin(ctx context.Context, name, key, sql string, oids []uint32) (paramOIDs []uint32, fields []pgproto3.FieldDescription, err error) {
+// Unless shared, the twin is prepared under other settings than its key
+// names (restoreOnBackend) and no other session may take it.
+func (ss *session) prepareTwin(ctx context.Context, name, key, sql string, oids []uint32, shared bool) (paramOIDs []uint32, fields []pgproto3.FieldDescription, err error) {
 	pc := ss.upstream.Conn().PgConn()
 	var b *backendState
 	if ss.pooled() {
@@ -155,6 +157,9 @@ func (ss *session) prepareTwin(ctx context.Context, name, key, sql string, oids 
 		fields = rowDescription(sd.Fields).Fields
 	}
 	if b != nil {
+		if !shared {
+			key = "\x02unshared " + key // matches no session's key
+		}
 		b.stmts[name] = &backendStmt{key: key, paramOIDs: sd.ParamOIDs, fields: fields}
 	}
 	return sd.ParamOIDs, fields, nil
@@ -330,8 +335,20 @@ func (ss *session) restoreOnBackend(ctx context.Context) error {
 		if bs, ok := b.stmts[us.name]; ok && bs.key == key {
 			continue
 		}
+		// Prepared here under the session's settings now: if they are
+		// not those the twin was first prepared under, its text may mean
+		// something else here, and no other session may share it
+		// (upstreamstmt.go).
+		shared := false
+		if us.render != "" {
+			render, err := ss.renderSettings(ctx) // settings.go
+			if err != nil {
+				return fmt.Errorf("reading the settings restored: %w", err)
+			}
+			shared = render == us.render
+		}
 		_, sql, _ := strings.Cut(key, "\x00")
-		if _, _, err := ss.prepareTwin(ctx, us.name, key, sql, us.paramOIDs); err != nil {
+		if _, _, err := ss.prepareTwin(ctx, us.name, key, sql, us.paramOIDs, shared); err != nil {
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) && !pc.IsClosed() {
 				// The statement no longer prepares (a table it reads

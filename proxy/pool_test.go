@@ -29,12 +29,14 @@ func TestPoolFits(t *testing.T) {
 // TestPooledStmtName: one name per text and parameter types, the same in
 // every session, and a name PostgreSQL keeps whole (under 64 bytes).
 func TestPooledStmtName(t *testing.T) {
-	a := pooledStmtName(upstreamStmtKey("SELECT $1", []uint32{23}))
-	if a != pooledStmtName(upstreamStmtKey("SELECT $1", []uint32{23})) {
+	const iso, sql = "ISO, MDY", "SQL, DMY"
+	a := pooledStmtName(upstreamStmtKey("SELECT $1", []uint32{23}, iso))
+	if a != pooledStmtName(upstreamStmtKey("SELECT $1", []uint32{23}, iso)) {
 		t.Error("the same statement got two names")
 	}
-	if a == pooledStmtName(upstreamStmtKey("SELECT $1", []uint32{20})) || a == pooledStmtName(upstreamStmtKey("SELECT $2", []uint32{23})) {
-		t.Error("different statements got one name")
+	if a == pooledStmtName(upstreamStmtKey("SELECT $1", []uint32{20}, iso)) || a == pooledStmtName(upstreamStmtKey("SELECT $2", []uint32{23}, iso)) ||
+		a == pooledStmtName(upstreamStmtKey("SELECT $1", []uint32{23}, sql)) {
+		t.Error("different statements, or one under other settings, got one name")
 	}
 	if len(a) >= 64 {
 		t.Errorf("name %q too long", a)
@@ -65,6 +67,28 @@ func TestParseGUCDuration(t *testing.T) {
 	for _, v := range []string{"", "ms", "1.5s", "3 weeks", "99999999999"} {
 		if _, ok := parseGUCDuration(v); ok {
 			t.Errorf("parseGUCDuration(%q) accepted", v)
+		}
+	}
+}
+
+// TestMayReadParseTime: a text that may hold 'now', 'today', 'tomorrow'
+// or 'yesterday' in a string constant gets a twin of its own for each
+// Parse (upstreamstmt.go); others are shared.
+func TestMayReadParseTime(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"SELECT 'now'::timestamptz":                                true,
+		"SELECT 'Today'::date":                                     true,
+		"SELECT ' TOMORROW '::date":                                true,
+		"SELECT '{yesterday}'::date[]":                             true,
+		"SELECT E'a\\' now'::text":                                 true,
+		"SELECT 'it''s now'":                                       true,
+		"SELECT $x$now$x$::date":                                   true,
+		"SELECT now(), today FROM t WHERE \"now\" = $1":            false,
+		"SELECT 'north' FROM t WHERE x = 'nowhere' OR y = $1":      true, // a false positive: a Parse more
+		"SELECT '2024-01-02'::date, 'epoch'::timestamp, \"x'now\"": false,
+	} {
+		if got := mayReadParseTime(sql); got != want {
+			t.Errorf("mayReadParseTime(%q) = %v, want %v", sql, got, want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -27,27 +28,116 @@ type upstreamStmt struct {
 	paramOIDs []uint32
 	fields    []pgproto3.FieldDescription // nil: no rows
 	refs      int                         // client statements using it
+	// render is the session's rewrite.RenderSettings when it was
+	// prepared (part of key); "" for a twin of one Parse only.
+	render string
 }
 
-func upstreamStmtKey(sql string, oids []uint32) string {
-	return fmt.Sprint(oids) + "\x00" + sql
+// A twin's meaning is fixed when it is prepared: PostgreSQL converts a
+// literal of a date/time or money type as it parses the text, under the
+// session's DateStyle, IntervalStyle, TimeZone and lc_monetary, and
+// 'now', 'today', 'tomorrow' and 'yesterday' to the time of parsing. A
+// twin is thus shared, within a session and on a pooled backend among
+// sessions (pool.go), only by Parses of the same text under the same
+// rendering settings (red team, issue 17: another analyst's session got
+// the meaning, and learnt the time zone, of the session that prepared the
+// text first), and a text that may hold a literal read at the time of
+// parsing is never shared: each Parse prepares its own twin, as
+// PostgreSQL parses each Parse afresh (TestPoolTwinsKeepEachSessionsMeaning).
+
+// upstreamStmtKey is a twin's key: its parameter types, the rendering
+// settings it was prepared under (or the unique name of a twin of one
+// Parse), then after the first NUL its text (replicas.go and pool.go read
+// it back from there).
+func upstreamStmtKey(sql string, oids []uint32, render string) string {
+	return fmt.Sprint(oids) + "\x01" + render + "\x00" + sql
+}
+
+// timeLiteralWords are the special date/time inputs that PostgreSQL reads
+// as the time of parsing.
+var timeLiteralWords = []string{"now", "today", "tomorrow", "yesterday"}
+
+// mayReadParseTime reports whether the deparsed statement sql may hold a
+// literal whose value is the time it is parsed: a string constant (or a
+// dollar-quoted one, or anything after one the scan cannot follow) with
+// one of timeLiteralWords in it, in any case. False positives only cost a
+// Parse upstream.
+func mayReadParseTime(sql string) bool {
+	has := func(s string) bool {
+		s = strings.ToLower(s)
+		for _, w := range timeLiteralWords {
+			if strings.Contains(s, w) {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; i < len(sql); i++ {
+		switch c := sql[i]; {
+		case c == '"':
+			j := strings.IndexByte(sql[i+1:], '"')
+			if j < 0 {
+				return has(sql[i:])
+			}
+			i += j + 1 // a doubled quote is two quoted names in a row
+		case c == '$' && i+1 < len(sql) && (sql[i+1] < '0' || sql[i+1] > '9'):
+			return has(sql[i:]) // a dollar quote, not a parameter
+		case c == '\'':
+			// E'...' escapes with a backslash; a doubled quote is a quote.
+			escapes := i > 0 && (sql[i-1] == 'E' || sql[i-1] == 'e')
+			j := i + 1
+			for ; j < len(sql); j++ {
+				if escapes && sql[j] == '\\' {
+					j++
+					continue
+				}
+				if sql[j] == '\'' {
+					if j+1 < len(sql) && sql[j+1] == '\'' {
+						j++
+						continue
+					}
+					break
+				}
+			}
+			if has(sql[i:min(j+1, len(sql))]) {
+				return true
+			}
+			i = j
+		}
+	}
+	return false
 }
 
 // prepareUpstream returns the twin of sql with the given parameter types,
 // preparing it upstream if the session has none. The caller holds a
 // reference and must give it back with releaseUpstreamStmt.
 func (ss *session) prepareUpstream(ctx context.Context, sql string, oids []uint32) (*upstreamStmt, error) {
-	key := upstreamStmtKey(sql, oids)
+	render := ""
+	if !mayReadParseTime(sql) && ss.upstream.Conn().PgConn().TxStatus() != 'E' {
+		// (In an aborted block nothing can be read; a Parse there, of
+		// ROLLBACK, gets a twin of its own.)
+		var err error
+		if render, err = ss.renderSettings(ctx); err != nil { // settings.go
+			return nil, err
+		}
+	}
+	var key string
+	if render == "" {
+		ss.upstreamSeq++
+		key = upstreamStmtKey(sql, oids, fmt.Sprintf("once %d.%d", ss.id, ss.upstreamSeq))
+	} else {
+		key = upstreamStmtKey(sql, oids, render)
+	}
 	if us, ok := ss.upstreamStmts[key]; ok {
 		us.refs++
 		return us, nil
 	}
-	name := ss.upstreamStmtName(key)                                    // pool.go
-	paramOIDs, fields, err := ss.prepareTwin(ctx, name, key, sql, oids) // pool.go
+	name := ss.upstreamStmtName(key)                                          // pool.go
+	paramOIDs, fields, err := ss.prepareTwin(ctx, name, key, sql, oids, true) // pool.go
 	if err != nil {
 		return nil, err
 	}
-	us := &upstreamStmt{key: key, name: name, paramOIDs: paramOIDs, fields: fields, refs: 1}
+	us := &upstreamStmt{key: key, name: name, paramOIDs: paramOIDs, fields: fields, refs: 1, render: render}
 	if ss.upstreamStmts == nil {
 		ss.upstreamStmts = map[string]*upstreamStmt{}
 	}
@@ -80,7 +170,15 @@ func (ss *session) trimUpstreamStmts(ctx context.Context) {
 		delete(ss.upstreamStmts, key)
 		unused--
 		if ss.pooled() {
-			continue // the backend keeps it for the sessions it serves (pool.go)
+			if us.render != "" {
+				continue // the backend keeps it for the sessions it serves (pool.go)
+			}
+			// A twin of one Parse serves no other: drop it where it is.
+			b := backendOf(ss.upstream.Conn().PgConn())
+			if bs, ok := b.stmts[us.name]; !ok || bs.key != key {
+				continue
+			}
+			delete(b.stmts, us.name)
 		}
 		if err := ss.upstream.Conn().PgConn().Deallocate(ctx, us.name); err != nil {
 			ss.log.Info("deallocate upstream statement", "err", err)
