@@ -4,6 +4,7 @@ package e2e
 // not change what another session's statements mean.
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -131,5 +132,37 @@ func TestPoolRestoredTwinNotShared(t *testing.T) {
 	}
 	if got != want {
 		t.Errorf("b (Asia/Kolkata) got %s, the text's meaning under a's new UTC; parsed under its own settings it is %s", got, want)
+	}
+}
+
+// TestPoolSettingsLeaveNoTrace: a session that takes a backend another
+// session served must not see what that session set, not even that it
+// set something: pg_settings' source of a setting this session never
+// set is what a fresh connection shows, not 'session'.
+func TestPoolSettingsLeaveNoTrace(t *testing.T) {
+	addr := poolProxy(t, "pool_trace", 1, "")
+	a := connectAt(t, addr, "pool_trace_a", "pw", pgx.QueryExecModeSimpleProtocol)
+	b := connectAt(t, addr, "pool_trace_b", "pw", pgx.QueryExecModeSimpleProtocol)
+	const q = "SELECT source FROM pg_settings WHERE name IN ('TimeZone', 'lc_monetary', 'lock_timeout') ORDER BY name"
+	sources := func(c *pgx.Conn) []string {
+		t.Helper()
+		rows, err := c.Query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	fresh := sources(b)
+	for _, s := range []string{"SET TimeZone = 'Asia/Kolkata'", "SET lc_monetary = 'C'", "SET lock_timeout = '7s'"} {
+		if _, err := a.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := sources(b); !slices.Equal(got, fresh) {
+		t.Errorf("b, which set nothing, sees the sources %v where it saw %v before a set them on the backend they share", got, fresh)
 	}
 }

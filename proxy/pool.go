@@ -302,14 +302,14 @@ func parseGUCDuration(v string) (time.Duration, bool) {
 	return time.Duration(n) * u, true
 }
 
-// restoreSettingsSQL resets what another session set on a backend to the
-// connection's startup values, except what this session sets itself
-// ($1, $2), then sets those: one round trip, bound parameters.
-const restoreSettingsSQL = `SELECT pg_catalog.count(*) FROM (
-SELECT pg_catalog.set_config(name, reset_val, false) FROM pg_catalog.pg_settings
- WHERE source = 'session' AND pg_catalog.lower(name) <> ALL (SELECT pg_catalog.lower(x) FROM pg_catalog.unnest($1::text[]) AS x)
-UNION ALL
-SELECT pg_catalog.set_config(n, v, false) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(n, v)) AS r`
+// restoreSettingsSQL sets this session's settings ($1, $2) on a backend
+// after a RESET ALL took what another session set back to the
+// connection's startup values: one round trip (a batch), bound
+// parameters. RESET ALL, not set_config(name, reset_val): that would leave
+// the setting's source 'session', and pg_settings would tell the next
+// session which settings the last one had changed (red team, issue 17:
+// TestPoolSettingsLeaveNoTrace).
+const restoreSettingsSQL = `SELECT pg_catalog.count(pg_catalog.set_config(n, v, false)) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(n, v)`
 
 // restoreOnBackend gives the session's backend the session's settings, if
 // it last served another session, and the twins it lacks.
@@ -319,7 +319,10 @@ func (ss *session) restoreOnBackend(ctx context.Context) error {
 	if b.owner != ss.id || !sameSettings(b.ownerSettings, ss.settings) {
 		names, values := ss.restoredSettings()
 		b.owner = 0
-		if _, err := ss.upstream.Exec(ctx, restoreSettingsSQL, pgx.QueryExecModeExec, names, values); err != nil {
+		batch := &pgx.Batch{}
+		batch.Queue("RESET ALL")
+		batch.Queue(restoreSettingsSQL, names, values)
+		if err := ss.upstream.SendBatch(ctx, batch).Close(); err != nil {
 			return fmt.Errorf("restoring settings: %w", err)
 		}
 		b.owner, b.ownerSettings = ss.id, ss.settings
