@@ -166,3 +166,26 @@ func TestPoolSettingsLeaveNoTrace(t *testing.T) {
 		t.Errorf("b, which set nothing, sees the sources %v where it saw %v before a set them on the backend they share", got, fresh)
 	}
 }
+
+// TestPoolKeepsSessionCharacteristics: SET SESSION CHARACTERISTICS AS
+// TRANSACTION sets default_transaction_isolation for the session, which
+// a pooled session must keep on whichever backend serves it, as it keeps
+// what SET sets (it was not read back, so another session's turn on the
+// backend dropped it).
+func TestPoolKeepsSessionCharacteristics(t *testing.T) {
+	addr := poolProxy(t, "pool_chars", 1, "")
+	a := connectAt(t, addr, "pool_chars_a", "pw", pgx.QueryExecModeSimpleProtocol)
+	b := connectAt(t, addr, "pool_chars_b", "pw", pgx.QueryExecModeSimpleProtocol)
+	if _, err := a.Exec(ctx, "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*pgx.Conn{b, a, b} {
+		var iso string
+		if err := c.QueryRow(ctx, "SHOW default_transaction_isolation").Scan(&iso); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[*pgx.Conn]string{a: "repeatable read", b: "read committed"}[c]; iso != want {
+			t.Errorf("default_transaction_isolation %q, want %q", iso, want)
+		}
+	}
+}

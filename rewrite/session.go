@@ -98,7 +98,10 @@ func setStmt(n *pg_query.VariableSetStmt, text string) (*Statement, error) {
 			if err := transactionOptions(n.Args); err != nil {
 				return nil, err
 			}
-			return &Statement{Kind: KindPassThrough}, nil
+			// SESSION CHARACTERISTICS sets default_transaction_isolation
+			// (and _deferrable) for the session: read back and restored
+			// like a SET (proxy/pool.go, proxy/replicas.go).
+			return &Statement{Kind: KindPassThrough, ChangesSettings: name == "session characteristics"}, nil
 		}
 		return nil, reject(pgerr.InsufficientPrivilege, -1, "SET %s is not allowed", strings.ToUpper(n.Name))
 	}
