@@ -104,7 +104,7 @@ func (r *report) write(w io.Writer) error {
 	p("- **Proxy CPU of a DP query.** Once cached, the cost is the noise (section 3): each secure draw from Google's library costs about ten µs here, and a 16-group query draws once per released value and group.")
 	p("- **Memory and upstream connections.** pgx's statement and description caches (about 50 KiB preallocated per connection) are off on the session pool, whose connections the proxy drives through pgconn only; that brought the idle RSS per session under the goal. " +
 		"By default each session pins one PostgreSQL backend for its whole life; with `limits.pool.mode: transaction` sessions borrow one per transaction and their settings and prepared statements follow them (`proxy/pool.go`; the last table of section 4). " +
-		"A private query outside a transaction block gives its backend back once its answer is ready, before the answer waits for the end of its time slot.")
+		"A private query outside a transaction block gives its backend back when its answer leaves at the end of its time slot (not when it is ready, which would show its running time to a statement waiting for the backend).")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -4,6 +4,7 @@ package e2e
 // not change what another session's statements mean.
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -187,5 +188,45 @@ func TestPoolKeepsSessionCharacteristics(t *testing.T) {
 		if want := map[*pgx.Conn]string{a: "repeatable read", b: "read committed"}[c]; iso != want {
 			t.Errorf("default_transaction_isolation %q, want %q", iso, want)
 		}
+	}
+}
+
+// TestPoolBackendFollowsTheClock: a private query's answer leaves at the
+// end of its time slot so that its running time, which can depend on one
+// person's rows, is not seen (docs/threat-model.md, "Timing"). In
+// transaction mode it gave its backend back as soon as the answer was
+// ready, and a pass-through statement waiting for that backend, of
+// another session of the same analyst, ran at that moment: its latency
+// measured the private query's running time to the millisecond (with
+// max_backends backends, after holding all but one in idle blocks). The
+// backend now goes back when the answer leaves, at the slot's end.
+func TestPoolBackendFollowsTheClock(t *testing.T) {
+	const quantum = 2 * time.Second
+	addr := poolProxyWith(t, "pool_clock", 1, "", "response_quantum: 2s")
+	p := connectAt(t, addr, "pool_clock_a", "pw", pgx.QueryExecModeSimpleProtocol)
+	q := connectAt(t, addr, "pool_clock_a", "pw", pgx.QueryExecModeSimpleProtocol)
+	if _, err := q.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	answered := make(chan time.Duration, 1)
+	go func() {
+		var n int64
+		err := p.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM orders WHERE amount > %d", 1+time.Now().UnixNano()%1000)).Scan(&n)
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- time.Since(start)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := q.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	probe := time.Since(start)
+	if a := <-answered; a < quantum-50*time.Millisecond {
+		t.Fatalf("the private answer left after %v, before its slot's end", a)
+	}
+	if probe < quantum-50*time.Millisecond {
+		t.Errorf("the probe on the shared backend ran %v after the private query arrived, when its answer was ready, not when it left at the slot's end (%v): the query's running time shows", probe, quantum)
 	}
 }

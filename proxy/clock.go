@@ -57,8 +57,8 @@ type privateClock struct {
 	// notBefore is the earliest release (an answer another query released).
 	notBefore time.Time
 	released  bool
-	// lend, if set, gives the session's pooled backend back before release
-	// waits for the slot's end (pool.go).
+	// lend, if set, gives the session's pooled backend back when release
+	// has waited for the slot's end (pool.go).
 	lend func()
 
 	mu         sync.Mutex
@@ -141,9 +141,6 @@ func (c *privateClock) release(ctx context.Context) {
 		return
 	}
 	c.released = true
-	if c.lend != nil {
-		c.lend()
-	}
 	done := ctx.Done()
 	c.mu.Lock()
 	if c.before.done != nil {
@@ -159,6 +156,14 @@ func (c *privateClock) release(ctx context.Context) {
 	select {
 	case <-t.C:
 	case <-done:
+	}
+	// The pooled backend goes back when the response leaves, not when it
+	// was ready: a statement of another session waiting for it would
+	// otherwise start at the moment the query ended, and its latency
+	// would show the running time the slot hides (red team, issue 17:
+	// TestPoolBackendFollowsTheClock).
+	if c.lend != nil {
+		c.lend()
 	}
 }
 

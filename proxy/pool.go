@@ -40,10 +40,11 @@ import (
 // they use; each backend records what it has prepared (backendState), and
 // a session taking it prepares only the twins the backend lacks.
 //
-// A private query gives its backend back as soon as its answer is ready
-// (outside a transaction block), before the answer waits for the end of
-// its time slot (clock.go): a DP query holds a backend while it computes,
-// not for its whole quantum.
+// A private query gives its backend back (outside a transaction block)
+// when its answer leaves at the end of its time slot (clock.go), not when
+// the answer is ready: a statement of another session waiting for the
+// backend would start at that moment, and its latency would show the
+// query's running time, which the slot hides (red team, issue 17).
 //
 // Nothing else a session can do through dpproxy outlives a transaction:
 // the allowlists (rewrite/) refuse LISTEN, PREPARE, DECLARE (so WITH
