@@ -336,6 +336,12 @@ func (ss *session) restoreOnBackend(ctx context.Context) error {
 		b.unknown = false
 	}
 	for key, us := range ss.upstreamStmts {
+		if us.render == "" && us.refs <= 0 {
+			// A twin of one Parse (upstreamstmt.go) that no statement
+			// holds: no portal of it outlived the last backend either.
+			delete(ss.upstreamStmts, key)
+			continue
+		}
 		if bs, ok := b.stmts[us.name]; ok && bs.key == key {
 			continue
 		}

@@ -170,7 +170,7 @@ func (ss *session) trimUpstreamStmts(ctx context.Context) {
 		delete(ss.upstreamStmts, key)
 		unused--
 		if ss.pooled() {
-			if us.render != "" {
+			if us.render != "" || ss.upstream == nil {
 				continue // the backend keeps it for the sessions it serves (pool.go)
 			}
 			// A twin of one Parse serves no other: drop it where it is.
