@@ -82,6 +82,7 @@ func TestMayReadParseTime(t *testing.T) {
 		"SELECT '{yesterday}'::date[]":                             true,
 		"SELECT E'a\\' now'::text":                                 true,
 		"SELECT 'it''s now'":                                       true,
+		"SELECT date'a\\', 'now'":                                  true, // not an E'' string: its backslash ends nothing
 		"SELECT $x$now$x$::date":                                   true,
 		"SELECT now(), today FROM t WHERE \"now\" = $1":            false,
 		"SELECT 'north' FROM t WHERE x = 'nowhere' OR y = $1":      true, // a false positive: a Parse more

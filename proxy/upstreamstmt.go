@@ -84,7 +84,9 @@ func mayReadParseTime(sql string) bool {
 			return has(sql[i:]) // a dollar quote, not a parameter
 		case c == '\'':
 			// E'...' escapes with a backslash; a doubled quote is a quote.
-			escapes := i > 0 && (sql[i-1] == 'E' || sql[i-1] == 'e')
+			// (The deparse writes no name right before a quote, but an E
+			// ending a name is not an escape string either way.)
+			escapes := i > 0 && (sql[i-1] == 'E' || sql[i-1] == 'e') && (i < 2 || !identChar(sql[i-2]))
 			j := i + 1
 			for ; j < len(sql); j++ {
 				if escapes && sql[j] == '\\' {
@@ -106,6 +108,10 @@ func mayReadParseTime(sql string) bool {
 		}
 	}
 	return false
+}
+
+func identChar(c byte) bool {
+	return c == '_' || c == '$' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
 }
 
 // prepareUpstream returns the twin of sql with the given parameter types,
