@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -28,14 +29,15 @@ func (ss *session) passThrough(ctx context.Context, st *rewrite.Statement) error
 		ss.analystStale = true // RESET ALL, DISCARD (analyst.go)
 	}
 	ss.ensureAnalyst(ctx, st.SQL)
-	defer upstreamTimer(ctx)()
+	defer timeUpstream(obsFrom(ctx), time.Now())
+	rb := &relayBuf{}
 	mrr := pc.Exec(ctx, st.SQL)
 	for mrr.NextResult() {
 		rr := mrr.ResultReader()
 		if fds := rr.FieldDescriptions(); len(fds) > 0 {
-			ss.send(rowDescription(fds))
+			ss.send(rb.rowDescription(fds))
 		}
-		if err := ss.relayRows(rr); err != nil {
+		if err := ss.relayRows(rr, rb); err != nil {
 			if !errors.Is(err, errClientGone) {
 				mrr.Close()
 			}
@@ -51,14 +53,41 @@ func (ss *session) passThrough(ctx context.Context, st *rewrite.Statement) error
 // upstream connection has been abandoned by then.
 var errClientGone = errors.New("client write failed")
 
+// relayBuf holds the messages of a relayed statement's results, allocated
+// once per statement rather than once per row: Send encodes a message at
+// once, so one struct serves every row, and a small result's description
+// fits in its arrays.
+type relayBuf struct {
+	row    pgproto3.DataRow
+	done   pgproto3.CommandComplete
+	desc   pgproto3.RowDescription
+	tag    [32]byte
+	fields [4]pgproto3.FieldDescription
+	names  [64]byte
+}
+
+// timeUpstream adds the time since t to q's upstream time (as
+// upstreamTimer, without its closure): defer timeUpstream(obsFrom(ctx),
+// time.Now()).
+func timeUpstream(q *queryObs, t time.Time) {
+	if q != nil {
+		q.upstream += time.Since(t)
+	}
+}
+
 // relayRows sends an upstream result's rows and its CommandComplete to the
 // client as they arrive, flushing every 1024 rows so that a large result
 // never sits in memory. If the client cannot keep up (a failed or timed-out
-// write), the upstream connection is abandoned rather than drained.
-func (ss *session) relayRows(rr *pgconn.ResultReader) error {
+// write), the upstream connection is abandoned rather than drained. rb may
+// be nil.
+func (ss *session) relayRows(rr *pgconn.ResultReader, rb *relayBuf) error {
+	if rb == nil {
+		rb = &relayBuf{}
+	}
 	n := 0
 	for rr.NextRow() {
-		ss.send(&pgproto3.DataRow{Values: rr.Values()})
+		rb.row.Values = rr.Values()
+		ss.send(&rb.row)
 		if n++; n%1024 == 0 {
 			if err := ss.flush(); err != nil {
 				ss.abandonUpstream()
@@ -66,14 +95,34 @@ func (ss *session) relayRows(rr *pgconn.ResultReader) error {
 			}
 		}
 	}
+	rb.row.Values = nil
 	tag, err := rr.Close()
 	if err != nil {
 		return err
 	}
-	ss.send(&pgproto3.CommandComplete{CommandTag: []byte(tag.String())})
+	rb.done.CommandTag = append(rb.tag[:0], tag.String()...)
+	ss.send(&rb.done)
 	return nil
 }
 
+// rowDescription converts pgconn's description of a result back to the
+// message, in rb's arrays when they are large enough.
+func (rb *relayBuf) rowDescription(fds []pgconn.FieldDescription) *pgproto3.RowDescription {
+	names := rb.names[:0]
+	rb.desc.Fields = rb.fields[:0]
+	for _, f := range fds {
+		start := len(names)
+		names = append(names, f.Name...)
+		rb.desc.Fields = append(rb.desc.Fields, pgproto3.FieldDescription{
+			Name: names[start:len(names):len(names)], TableOID: f.TableOID, TableAttributeNumber: f.TableAttributeNumber,
+			DataTypeOID: f.DataTypeOID, DataTypeSize: f.DataTypeSize, TypeModifier: f.TypeModifier, Format: f.Format,
+		})
+	}
+	return &rb.desc
+}
+
+// rowDescription converts pgconn's description of a result back to the
+// message, in memory of its own (to keep).
 func rowDescription(fds []pgconn.FieldDescription) *pgproto3.RowDescription {
 	rd := &pgproto3.RowDescription{Fields: make([]pgproto3.FieldDescription, len(fds))}
 	for i, f := range fds {
@@ -83,4 +132,25 @@ func rowDescription(fds []pgconn.FieldDescription) *pgproto3.RowDescription {
 		}
 	}
 	return rd
+}
+
+// The ReadyForQuery messages, one per transaction status, shared and
+// never modified: answering a query allocates none.
+var (
+	readyIdle   = &pgproto3.ReadyForQuery{TxStatus: 'I'}
+	readyInTx   = &pgproto3.ReadyForQuery{TxStatus: 'T'}
+	readyFailed = &pgproto3.ReadyForQuery{TxStatus: 'E'}
+)
+
+// readyForQuery is the ReadyForQuery message of a transaction status.
+func readyForQuery(status byte) *pgproto3.ReadyForQuery {
+	switch status {
+	case 'I':
+		return readyIdle
+	case 'T':
+		return readyInTx
+	case 'E':
+		return readyFailed
+	}
+	return &pgproto3.ReadyForQuery{TxStatus: status}
 }

@@ -2,7 +2,7 @@ package proxy
 
 import (
 	"context"
-	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -30,18 +30,35 @@ type upstreamStmt struct {
 }
 
 func upstreamStmtKey(sql string, oids []uint32) string {
-	return fmt.Sprint(oids) + "\x00" + sql
+	return string(appendUpstreamStmtKey(nil, sql, oids))
+}
+
+// appendUpstreamStmtKey appends the key of sql with oids to dst: the
+// types as fmt prints a slice ("[23 25]"), a NUL, the text.
+func appendUpstreamStmtKey(dst []byte, sql string, oids []uint32) []byte {
+	dst = append(dst, '[')
+	for i, o := range oids {
+		if i > 0 {
+			dst = append(dst, ' ')
+		}
+		dst = strconv.AppendUint(dst, uint64(o), 10)
+	}
+	return append(append(dst, ']', 0), sql...)
 }
 
 // prepareUpstream returns the twin of sql with the given parameter types,
 // preparing it upstream if the session has none. The caller holds a
 // reference and must give it back with releaseUpstreamStmt.
 func (ss *session) prepareUpstream(ctx context.Context, sql string, oids []uint32) (*upstreamStmt, error) {
-	key := upstreamStmtKey(sql, oids)
-	if us, ok := ss.upstreamStmts[key]; ok {
+	// Looked up without making the key a string (a stack buffer, and
+	// the compiler's map[string(bytes)] lookup): most Parses find theirs.
+	var kb [256]byte
+	kbuf := appendUpstreamStmtKey(kb[:0], sql, oids)
+	if us, ok := ss.upstreamStmts[string(kbuf)]; ok {
 		us.refs++
 		return us, nil
 	}
+	key := string(kbuf)
 	name := ss.upstreamStmtName(key)                                    // pool.go
 	paramOIDs, fields, err := ss.prepareTwin(ctx, name, key, sql, oids) // pool.go
 	if err != nil {
