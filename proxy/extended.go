@@ -281,9 +281,10 @@ func (ss *session) executePortal(ctx context.Context, m *pgproto3.Execute) error
 func (ss *session) executeUpstream(ctx context.Context, pt *portal) error {
 	ss.ensureAnalyst(ctx, pt.ps.st.SQL)
 	defer timeUpstream(obsFrom(ctx), time.Now())
-	rr := ss.upstream.Conn().PgConn().ExecPrepared(ctx, pt.ps.upstream, pt.params.values, pt.params.formats, pt.resultFormats)
-	if err := ss.relayRows(rr, nil); err != nil {
-		return canceled(ctx, err)
+	if err := ss.relayUpstream(ctx, false, &pgproto3.Bind{PreparedStatement: pt.ps.upstream,
+		ParameterFormatCodes: pt.params.formats, Parameters: pt.params.values, ResultFormatCodes: pt.resultFormats},
+		&pgproto3.Execute{}, &pgproto3.Sync{}); err != nil { // relay.go
+		return err
 	}
 	ss.sendParameterChanges(false)
 	return nil
