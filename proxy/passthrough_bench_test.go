@@ -90,10 +90,14 @@ func (f *fakeUpstream) serve(c net.Conn) {
 	failed := false // an error in the batch: skip to Sync
 	row := &pgproto3.DataRow{Values: [][]byte{[]byte("4711")}}
 	selectTag := []byte("SELECT " + strconv.Itoa(f.rows))
-	result := func(sql string) {
+	result := func(sql string, fail bool) {
 		if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(sql)), "SELECT") {
 			for range f.rows {
 				be.Send(row)
+			}
+			if fail { // aid 0: an error after the rows, as a failing expression would
+				be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "22012", Message: "division by zero"})
+				return
 			}
 			be.Send(&pgproto3.CommandComplete{CommandTag: selectTag})
 			return
@@ -124,7 +128,7 @@ func (f *fakeUpstream) serve(c net.Conn) {
 				if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(m.String)), "SELECT") {
 					be.Send(&pgproto3.RowDescription{Fields: fakeFields})
 				}
-				result(m.String)
+				result(m.String, strings.HasSuffix(strings.TrimRight(m.String, "; "), "= 0"))
 			}
 			be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 			if be.Flush() != nil {
@@ -140,6 +144,9 @@ func (f *fakeUpstream) serve(c net.Conn) {
 				failed = true
 				continue
 			}
+			if len(m.Parameters) > 0 && string(m.Parameters[0]) == "0" {
+				sql = "fail:" + sql
+			}
 			portals[m.DestinationPortal] = sql
 			be.Send(&pgproto3.BindComplete{})
 		case *pgproto3.Describe:
@@ -152,10 +159,13 @@ func (f *fakeUpstream) serve(c net.Conn) {
 				be.Send(&pgproto3.ParameterDescription{ParameterOIDs: oids})
 				describe(sql)
 			} else {
-				describe(portals[m.Name])
+				sql, _ := strings.CutPrefix(portals[m.Name], "fail:")
+				describe(sql)
 			}
 		case *pgproto3.Execute:
-			result(portals[m.Portal])
+			sql, fail := strings.CutPrefix(portals[m.Portal], "fail:")
+			result(sql, fail)
+			failed = fail
 		case *pgproto3.Close:
 			if m.ObjectType == 'S' {
 				delete(stmts, m.Name)
@@ -253,12 +263,14 @@ func dialRaw(tb testing.TB, host, port string) *rawClient {
 }
 
 // roundTrip sends what was queued and reads the answer up to ReadyForQuery,
-// checking that it holds want rows and no error.
+// checking that it holds want rows; an ErrorResponse is returned (after
+// the ReadyForQuery) as its code and message.
 func (c *rawClient) roundTrip(want int) error {
 	if err := c.fe.Flush(); err != nil {
 		return err
 	}
 	rows := 0
+	var pgErr error
 	for {
 		msg, err := c.fe.Receive()
 		if err != nil {
@@ -268,12 +280,14 @@ func (c *rawClient) roundTrip(want int) error {
 		case *pgproto3.DataRow:
 			rows++
 		case *pgproto3.ErrorResponse:
-			return errors.New(m.Code + ": " + m.Message)
+			if pgErr == nil {
+				pgErr = errors.New(m.Code + ": " + m.Message)
+			}
 		case *pgproto3.ReadyForQuery:
 			if rows != want {
-				return errors.New("got " + strconv.Itoa(rows) + " rows, want " + strconv.Itoa(want))
+				return errors.Join(pgErr, errors.New("got "+strconv.Itoa(rows)+" rows, want "+strconv.Itoa(want)))
 			}
-			return nil
+			return pgErr
 		}
 	}
 }
@@ -355,13 +369,30 @@ func TestPassThroughFakeUpstream(t *testing.T) {
 			t.Fatalf("simple query %d: %v", i, err)
 		}
 		c.fe.Send(&pgproto3.Parse{Query: selectOnlyExtended})
-		c.fe.Send(&pgproto3.Bind{Parameters: [][]byte{[]byte(strconv.Itoa(i))}})
+		c.fe.Send(&pgproto3.Bind{Parameters: [][]byte{[]byte(strconv.Itoa(i + 1))}})
 		c.fe.Send(&pgproto3.Describe{ObjectType: 'P'})
 		c.fe.Send(&pgproto3.Execute{})
 		c.fe.Send(&pgproto3.Sync{})
 		if err := c.roundTrip(3); err != nil {
 			t.Fatalf("extended query %d: %v", i, err)
 		}
+	}
+	// An upstream error after a row: the row, then the error, and the
+	// session goes on.
+	c.fe.Send(&pgproto3.Query{String: selectOnlyPrefix + "0"})
+	if err := c.roundTrip(3); err == nil || !strings.HasPrefix(err.Error(), "22012") {
+		t.Errorf("simple query failing upstream: %v, want the rows and 22012", err)
+	}
+	c.fe.Send(&pgproto3.Parse{Query: selectOnlyExtended})
+	c.fe.Send(&pgproto3.Bind{Parameters: [][]byte{[]byte("0")}})
+	c.fe.Send(&pgproto3.Execute{})
+	c.fe.Send(&pgproto3.Sync{})
+	if err := c.roundTrip(3); err == nil || !strings.HasPrefix(err.Error(), "22012") {
+		t.Errorf("extended query failing upstream: %v, want the rows and 22012", err)
+	}
+	c.fe.Send(&pgproto3.Query{String: queryText(buf, 7)})
+	if err := c.roundTrip(3); err != nil {
+		t.Errorf("simple query after the errors: %v", err)
 	}
 	// A private table is still refused on this path.
 	c.fe.Send(&pgproto3.Query{String: "SELECT * FROM events"})

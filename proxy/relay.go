@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -43,7 +44,7 @@ func (ss *session) relayUpstream(ctx context.Context, descs bool, msgs ...pgprot
 		return canceled(ctx, err)
 	}
 	pc := ss.upstream.Conn().PgConn()
-	defer ss.watchUpstream(ctx, pc)()
+	defer ss.watchUpstream(ctx, pc).end()
 	if err := ss.sendUpstream(msgs...); err != nil {
 		return err
 	}
@@ -94,28 +95,43 @@ func (ss *session) relayUpstream(ctx context.Context, descs bool, msgs ...pgprot
 	}
 }
 
+// upstreamWatch cancels a session's upstream statement when its context
+// ends (watchUpstream), until end.
+type upstreamWatch struct {
+	ss    *session
+	pc    *pgconn.PgConn
+	stop  func() bool
+	fired sync.WaitGroup
+}
+
 // watchUpstream cancels pc's statement when ctx ends, until the returned
-// stop is called: a CancelRequest, and a deadline on the connection in
-// case the upstream never answers. stop waits for a cancel on its way and
-// then lets it arrive while the backend is idle, where PostgreSQL ignores
-// it, as pgconn's CancelRequestContextWatcherHandler does.
-func (ss *session) watchUpstream(ctx context.Context, pc *pgconn.PgConn) (stop func()) {
+// watch's end: a CancelRequest, and a deadline on the connection in case
+// the upstream never answers. end waits for a cancel on its way and then
+// lets it arrive while the backend is idle, where PostgreSQL ignores it,
+// as pgconn's CancelRequestContextWatcherHandler does.
+func (ss *session) watchUpstream(ctx context.Context, pc *pgconn.PgConn) *upstreamWatch {
 	if ctx.Done() == nil {
-		return func() {}
+		return nil
 	}
-	done := make(chan struct{})
-	stopWatch := context.AfterFunc(ctx, func() {
-		defer close(done)
-		pc.Conn().SetDeadline(time.Now().Add(cancelDeadline))
-		ss.cancelRequest()
-	})
-	return func() {
-		if !stopWatch() {
-			<-done
-			time.Sleep(100 * time.Millisecond)
-			if !pc.IsClosed() {
-				pc.Conn().SetDeadline(time.Time{})
-			}
-		}
+	w := &upstreamWatch{ss: ss, pc: pc}
+	w.fired.Add(1)
+	w.stop = context.AfterFunc(ctx, w.fire)
+	return w
+}
+
+func (w *upstreamWatch) fire() {
+	defer w.fired.Done()
+	w.pc.Conn().SetDeadline(time.Now().Add(cancelDeadline))
+	w.ss.cancelRequest()
+}
+
+func (w *upstreamWatch) end() {
+	if w == nil || w.stop() {
+		return
+	}
+	w.fired.Wait()
+	time.Sleep(100 * time.Millisecond)
+	if !w.pc.IsClosed() {
+		w.pc.Conn().SetDeadline(time.Time{})
 	}
 }
