@@ -104,8 +104,11 @@ func (ss *session) cancelUpstream() {
 // into PostgreSQL's 57014; an error from the upstream itself, 57014
 // included, is returned as it is.
 func canceled(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err // before pgErr, which escapes: no allocation on success
+	}
 	var pgErr *pgconn.PgError
-	if err == nil || ctx.Err() == nil || errors.As(err, &pgErr) {
+	if errors.As(err, &pgErr) {
 		return err
 	}
 	var e *Error

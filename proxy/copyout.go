@@ -65,7 +65,7 @@ func (ss *session) copyOut(ctx context.Context, st *rewrite.Statement) error {
 			ss.send(w.row(rr.Values()))
 			if n++; n%1024 == 0 {
 				if err := ss.flush(); err != nil {
-					ss.abandonUpstream() // as relayRows does
+					ss.abandonUpstream() // as relayUpstream does
 					return fmt.Errorf("%w: %w", errClientGone, err)
 				}
 			}

@@ -138,11 +138,24 @@ func (ss *session) bind(m *pgproto3.Bind) error {
 	if n := len(m.ResultFormatCodes); n > 1 && n != len(ps.fields) {
 		return refuse(pgerr.ProtocolViolation, "bind message has %d result formats but the query has %d columns", n, len(ps.fields))
 	}
-	// The message is only valid until the next Receive: copy what we keep.
-	p := &params{values: make([][]byte, len(m.Parameters)), formats: make([]int16, len(m.Parameters))}
+	// The message is only valid until the next Receive: copy what we keep
+	// (the values in one allocation; the portal and its parameters in
+	// another).
+	bp := &struct {
+		pt portal
+		p  params
+	}{}
+	p := &bp.p
+	p.values, p.formats = make([][]byte, len(m.Parameters)), make([]int16, len(m.Parameters))
+	size := 0
+	for _, v := range m.Parameters {
+		size += len(v)
+	}
+	data := make([]byte, 0, size)
 	for i, v := range m.Parameters {
 		if v != nil {
-			p.values[i] = append([]byte{}, v...)
+			data = append(data, v...)
+			p.values[i] = data[len(data)-len(v) : len(data) : len(data)]
 		}
 		p.formats[i] = formatOf(m.ParameterFormatCodes, i)
 	}
@@ -154,7 +167,8 @@ func (ss *session) bind(m *pgproto3.Bind) error {
 		}
 	}
 	ss.closeUpstreamPortal(ss.portals[m.DestinationPortal]) // a portal replaced
-	ss.portals[m.DestinationPortal] = &portal{ps: ps, params: p, resultFormats: rf}
+	bp.pt = portal{ps: ps, params: p, resultFormats: rf}
+	ss.portals[m.DestinationPortal] = &bp.pt
 	ss.send(&pgproto3.BindComplete{})
 	return nil
 }
@@ -199,9 +213,14 @@ func (ss *session) sendFields(fields []pgproto3.FieldDescription, formats []int1
 		ss.send(&pgproto3.NoData{})
 		return
 	}
-	fs := append([]pgproto3.FieldDescription(nil), fields...)
-	for i := range fs {
-		fs[i].Format = formatOf(formats, i)
+	fs := fields
+	for i := range fields {
+		if f := formatOf(formats, i); f != fields[i].Format {
+			if &fs[0] == &fields[0] {
+				fs = append([]pgproto3.FieldDescription(nil), fields...) // shared: copied before a change
+			}
+			fs[i].Format = f
+		}
 	}
 	ss.send(&pgproto3.RowDescription{Fields: fs})
 }
@@ -261,10 +280,11 @@ func (ss *session) executePortal(ctx context.Context, m *pgproto3.Execute) error
 // executeUpstream runs a pass-through portal upstream and streams its rows.
 func (ss *session) executeUpstream(ctx context.Context, pt *portal) error {
 	ss.ensureAnalyst(ctx, pt.ps.st.SQL)
-	defer upstreamTimer(ctx)()
-	rr := ss.upstream.Conn().PgConn().ExecPrepared(ctx, pt.ps.upstream, pt.params.values, pt.params.formats, pt.resultFormats)
-	if err := ss.relayRows(rr); err != nil {
-		return canceled(ctx, err)
+	defer timeUpstream(obsFrom(ctx), time.Now())
+	if err := ss.relayUpstream(ctx, false, &pgproto3.Bind{PreparedStatement: pt.ps.upstream,
+		ParameterFormatCodes: pt.params.formats, Parameters: pt.params.values, ResultFormatCodes: pt.resultFormats},
+		&pgproto3.Execute{}, &pgproto3.Sync{}); err != nil { // relay.go
+		return err
 	}
 	ss.sendParameterChanges(false)
 	return nil

@@ -106,7 +106,7 @@ func (ss *session) sync(ctx context.Context) {
 	if status == 'I' {
 		clear(ss.portals)
 	}
-	ss.send(&pgproto3.ReadyForQuery{TxStatus: status})
+	ss.send(readyForQuery(status))
 }
 
 // skipToSync discards messages until Sync and answers it, as PostgreSQL does

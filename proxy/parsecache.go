@@ -65,7 +65,7 @@ func (s *Server) analyze(sql string) ([]*rewrite.Statement, error) {
 		if e, ok := s.shapes.Get(shape); ok {
 			// Not kept in the text cache: clients that fill in
 			// constants send each text once, and would flood it.
-			return []*rewrite.Statement{e.statement(normalizeInts(vals))}, nil
+			return e.statements(normalizeInts(vals)), nil
 		}
 	}
 	stmts, err := s.analyzer.Analyze(sql)

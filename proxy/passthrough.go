@@ -3,7 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -12,13 +12,12 @@ import (
 )
 
 // Pass-through statements (simple protocol): forwarded as they are, their
-// results relayed as they arrive. The extended protocol's are in
+// results relayed as they arrive (relay.go). The extended protocol's are in
 // extended.go and portal.go.
 
 // passThrough forwards a validated statement that reads no private table
 // and relays its results unchanged.
 func (ss *session) passThrough(ctx context.Context, st *rewrite.Statement) error {
-	pc := ss.upstream.Conn().PgConn()
 	if st.DropsPrepared {
 		ss.dropAllPrepared()
 	}
@@ -28,52 +27,29 @@ func (ss *session) passThrough(ctx context.Context, st *rewrite.Statement) error
 		ss.analystStale = true // RESET ALL, DISCARD (analyst.go)
 	}
 	ss.ensureAnalyst(ctx, st.SQL)
-	defer upstreamTimer(ctx)()
-	mrr := pc.Exec(ctx, st.SQL)
-	for mrr.NextResult() {
-		rr := mrr.ResultReader()
-		if fds := rr.FieldDescriptions(); len(fds) > 0 {
-			ss.send(rowDescription(fds))
-		}
-		if err := ss.relayRows(rr); err != nil {
-			if !errors.Is(err, errClientGone) {
-				mrr.Close()
-			}
-			return canceled(ctx, err)
-		}
+	defer timeUpstream(obsFrom(ctx), time.Now())
+	err := ss.relayUpstream(ctx, true, &pgproto3.Query{String: st.SQL})
+	if !errors.Is(err, errClientGone) {
+		ss.sendParameterChanges(false)
 	}
-	err := mrr.Close()
-	ss.sendParameterChanges(false)
-	return canceled(ctx, err)
+	return err
 }
 
 // errClientGone wraps a failed write to the client while relaying rows; the
 // upstream connection has been abandoned by then.
 var errClientGone = errors.New("client write failed")
 
-// relayRows sends an upstream result's rows and its CommandComplete to the
-// client as they arrive, flushing every 1024 rows so that a large result
-// never sits in memory. If the client cannot keep up (a failed or timed-out
-// write), the upstream connection is abandoned rather than drained.
-func (ss *session) relayRows(rr *pgconn.ResultReader) error {
-	n := 0
-	for rr.NextRow() {
-		ss.send(&pgproto3.DataRow{Values: rr.Values()})
-		if n++; n%1024 == 0 {
-			if err := ss.flush(); err != nil {
-				ss.abandonUpstream()
-				return fmt.Errorf("%w: %w", errClientGone, err)
-			}
-		}
+// timeUpstream adds the time since t to q's upstream time (as
+// upstreamTimer, without its closure): defer timeUpstream(obsFrom(ctx),
+// time.Now()).
+func timeUpstream(q *queryObs, t time.Time) {
+	if q != nil {
+		q.upstream += time.Since(t)
 	}
-	tag, err := rr.Close()
-	if err != nil {
-		return err
-	}
-	ss.send(&pgproto3.CommandComplete{CommandTag: []byte(tag.String())})
-	return nil
 }
 
+// rowDescription converts pgconn's description of a result back to the
+// message.
 func rowDescription(fds []pgconn.FieldDescription) *pgproto3.RowDescription {
 	rd := &pgproto3.RowDescription{Fields: make([]pgproto3.FieldDescription, len(fds))}
 	for i, f := range fds {
@@ -83,4 +59,25 @@ func rowDescription(fds []pgconn.FieldDescription) *pgproto3.RowDescription {
 		}
 	}
 	return rd
+}
+
+// The ReadyForQuery messages, one per transaction status, shared and
+// never modified: answering a query allocates none.
+var (
+	readyIdle   = &pgproto3.ReadyForQuery{TxStatus: 'I'}
+	readyInTx   = &pgproto3.ReadyForQuery{TxStatus: 'T'}
+	readyFailed = &pgproto3.ReadyForQuery{TxStatus: 'E'}
+)
+
+// readyForQuery is the ReadyForQuery message of a transaction status.
+func readyForQuery(status byte) *pgproto3.ReadyForQuery {
+	switch status {
+	case 'I':
+		return readyIdle
+	case 'T':
+		return readyInTx
+	case 'E':
+		return readyFailed
+	}
+	return &pgproto3.ReadyForQuery{TxStatus: status}
 }

@@ -22,7 +22,7 @@ func (ss *session) simpleQuery(ctx context.Context, sql string) {
 	began := time.Now() // a refusal's logged duration counts from here
 	defer func() {
 		ss.abortBlock(ctx) // after an error (txabort.go)
-		ss.send(&pgproto3.ReadyForQuery{TxStatus: ss.txStatus()})
+		ss.send(readyForQuery(ss.txStatus()))
 	}()
 	if err := ss.endBatch(ctx); err != nil { // portal.go
 		ss.sendError(err)

@@ -69,6 +69,14 @@ type template struct {
 }
 
 func (t template) fill(vals []string) string {
+	var b strings.Builder
+	b.Grow(t.len(vals))
+	t.write(&b, vals)
+	return b.String()
+}
+
+// len is the length of t filled with vals.
+func (t template) len(vals []string) int {
 	n := 0
 	for _, p := range t.pieces {
 		n += len(p)
@@ -76,14 +84,16 @@ func (t template) fill(vals []string) string {
 	for _, s := range t.slots {
 		n += len(vals[s])
 	}
-	var b strings.Builder
-	b.Grow(n)
+	return n
+}
+
+// write writes t filled with vals to b.
+func (t template) write(b *strings.Builder, vals []string) {
 	b.WriteString(t.pieces[0])
 	for i, s := range t.slots {
 		b.WriteString(vals[s])
 		b.WriteString(t.pieces[i+1])
 	}
-	return b.String()
 }
 
 func newShapeCache() *lru.Cache[string, *shapeEntry] {
@@ -94,12 +104,23 @@ func newShapeCache() *lru.Cache[string, *shapeEntry] {
 	return c
 }
 
-// statement is the cached analysis for a text of the entry's shape with
-// the integers vals (as integerShape returns them).
-func (e *shapeEntry) statement(vals []string) *rewrite.Statement {
-	c := *e.st
-	c.SQL, c.Key = e.sql.fill(vals), e.key.fill(vals)
-	return &c
+// statements is the cached analysis for a text of the entry's shape with
+// the integers vals (as integerShape returns them): the statement and its
+// list in one allocation, its deparse and key in another.
+func (e *shapeEntry) statements(vals []string) []*rewrite.Statement {
+	c := &struct {
+		st   rewrite.Statement
+		list [1]*rewrite.Statement
+	}{st: *e.st}
+	n := e.sql.len(vals)
+	var b strings.Builder
+	b.Grow(n + e.key.len(vals))
+	e.sql.write(&b, vals)
+	e.key.write(&b, vals)
+	both := b.String()
+	c.st.SQL, c.st.Key = both[:n], both[n:]
+	c.list[0] = &c.st
+	return c.list[:]
 }
 
 // shapeable reports whether an analysis may be cached by shape.
@@ -185,6 +206,16 @@ func makeTemplate(text string, sentinels []string) (template, bool) {
 // normalizeInts prints each integer as the deparse does (no leading
 // zeros).
 func normalizeInts(vals []string) []string {
+	normal := true
+	for _, v := range vals {
+		normal = normal && v != "" && len(v) <= 9 && (v[0] != '0' || len(v) == 1)
+		for i := 0; normal && i < len(v); i++ {
+			normal = isDigit(v[i])
+		}
+	}
+	if normal {
+		return vals // as the deparse prints them already
+	}
 	out := make([]string, len(vals))
 	for i, v := range vals {
 		n, err := strconv.Atoi(v)
@@ -239,6 +270,7 @@ func integerShape(sql string) (string, []string, bool) {
 		return "", nil, false // a SELECT only: no SET, whose values are checked
 	}
 	var b strings.Builder
+	b.Grow(len(sql))
 	var vals []string
 	last := 0
 	for i := 0; i < len(sql); {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -50,7 +51,22 @@ type upstreamStmt struct {
 // Parse), then after the first NUL its text (replicas.go and pool.go read
 // it back from there).
 func upstreamStmtKey(sql string, oids []uint32, render string) string {
-	return fmt.Sprint(oids) + "\x01" + render + "\x00" + sql
+	return string(appendUpstreamStmtKey(nil, sql, oids, render))
+}
+
+// appendUpstreamStmtKey appends upstreamStmtKey's key to dst without fmt:
+// the types as fmt prints a slice ("[23 25]"), 0x01, render, a NUL, the
+// text.
+func appendUpstreamStmtKey(dst []byte, sql string, oids []uint32, render string) []byte {
+	dst = append(dst, '[')
+	for i, o := range oids {
+		if i > 0 {
+			dst = append(dst, ' ')
+		}
+		dst = strconv.AppendUint(dst, uint64(o), 10)
+	}
+	dst = append(append(append(dst, ']', 1), render...), 0)
+	return append(dst, sql...)
 }
 
 // timeLiteralWords are the special date/time inputs that PostgreSQL reads
@@ -132,7 +148,15 @@ func (ss *session) prepareUpstream(ctx context.Context, sql string, oids []uint3
 		ss.upstreamSeq++
 		key = upstreamStmtKey(sql, oids, fmt.Sprintf("once %d.%d", ss.id, ss.upstreamSeq))
 	} else {
-		key = upstreamStmtKey(sql, oids, render)
+		// Looked up without making the key a string (a stack buffer, and
+		// the compiler's map[string(bytes)] lookup): most Parses find theirs.
+		var kb [256]byte
+		kbuf := appendUpstreamStmtKey(kb[:0], sql, oids, render)
+		if us, ok := ss.upstreamStmts[string(kbuf)]; ok {
+			us.refs++
+			return us, nil
+		}
+		key = string(kbuf)
 	}
 	if us, ok := ss.upstreamStmts[key]; ok {
 		us.refs++
