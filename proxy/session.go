@@ -44,13 +44,14 @@ type session struct {
 	notices   bool
 
 	// sentParams are the ParameterStatus values the client has seen.
-	sentParams map[string]string
+	// (by reportedParams' index; "": not sent).
+	sentParams [len(reportedParams)]string
 
 	// Extended protocol state (extended.go).
 	statements  map[string]*prepared
 	portals     map[string]*portal
 	upstreamSeq int
-	types       *pgtype.Map
+	types       *pgtype.Map // made on first use: typeMap (sessionmem.go)
 	// upBatch is true while the upstream is in an extended-protocol batch
 	// of the proxy's, not yet ended by Sync; closePending names upstream
 	// portals to close with its next message (portal.go).
@@ -119,10 +120,8 @@ func (s *Server) newSession(conn net.Conn) *session {
 		delta:      s.cfg.Privacy.Delta,
 		mechanism:  s.cfg.Privacy.Mechanism,
 		notices:    true,
-		sentParams: map[string]string{},
 		statements: map[string]*prepared{},
 		portals:    map[string]*portal{},
-		types:      pgtype.NewMap(),
 		clientTx:   'I',
 	}
 	sess.backend.SetMaxBodyLen(s.opts.MaxMessageSize)
