@@ -49,8 +49,8 @@ type session struct {
 	mechanism string
 	notices   bool
 
-	// sentParams are the ParameterStatus values the client has seen.
-	// (by reportedParams' index; "": not sent).
+	// sentParams are the ParameterStatus values the client has seen, by
+	// reportedParams' index ("": none sent).
 	sentParams [len(reportedParams)]string
 
 	// Extended protocol state (extended.go).
