@@ -37,6 +37,7 @@ type session struct {
 	// TLS. unflushed: something was sent since the last flush. Both for
 	// dropping backend while idle (sessionidle.go).
 	frames    *frameReader
+	shared    *sharedBackend // backend, when taken from idleBackends
 	unflushed bool
 
 	user     *conf.User

@@ -3,8 +3,10 @@ package proxy
 import (
 	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -15,10 +17,11 @@ import (
 // the client through a buffer of 8 KiB that it keeps for its life: a
 // quarter of an idle session's memory, multiplied by every connected
 // client. A session idle for two ticks of the watcher (clientgone.go,
-// 0.5 to 1 s) drops its Backend, waits until the client sends something
-// without any buffer (poll, then a one-byte MSG_PEEK), and takes a new
-// Backend for the next message. Busy sessions never pay for it: a session
-// that sends a message at least every half second keeps its Backend.
+// 0.5 to 1 s) gives its Backend back (to idleBackends, below), waits
+// until the client sends something without any buffer (poll, then a
+// one-byte MSG_PEEK), and takes a Backend again for the next message.
+// Busy sessions never pay for it: a session that sends a message at
+// least every half second keeps its Backend.
 //
 // A Backend may be dropped only when it holds no byte it has not returned
 // as a message: frameReader, through which it reads, follows the
@@ -92,16 +95,61 @@ func (f *frameReader) track(b []byte) {
 	}
 }
 
-// newBackend is the session's Backend on the client connection.
+// A Backend given back by an idle session goes to idleBackends, from
+// which sessions starting or waking take theirs: the buffers are reused
+// rather than left for the collector, which in a burst of connections
+// would let the heap (and RSS) grow by the garbage until its next cycle.
+// A Backend given back is as new: its buffer holds no unread byte, its
+// write buffer nothing unsent, its last message was whole (a flyweight
+// message is decoded afresh before a Receive returns it), and its
+// authentication type is the default the proxy never changes (auth.go
+// reads passwords with Receive as PasswordMessage). It reads and writes
+// through sharedRW, pointed at the session that holds it.
+var idleBackends = sync.Pool{New: func() any {
+	sb := &sharedBackend{}
+	sb.be = pgproto3.NewBackend(&sb.rw, &sb.rw)
+	return sb
+}}
+
+type sharedBackend struct {
+	be *pgproto3.Backend
+	rw sharedRW
+}
+
+// sharedRW is a pooled Backend's connection: the holder's frameReader
+// and client connection.
+type sharedRW struct {
+	r io.Reader
+	w io.Writer
+}
+
+func (s *sharedRW) Read(p []byte) (int, error)  { return s.r.Read(p) }
+func (s *sharedRW) Write(p []byte) (int, error) { return s.w.Write(p) }
+
+// newBackend is the session's Backend on the client connection: a pooled
+// one on a raw connection, its own over TLS.
 func (ss *session) newBackend() *pgproto3.Backend {
 	var be *pgproto3.Backend
 	if ss.frames != nil {
-		be = pgproto3.NewBackend(ss.frames, ss.client)
+		sb := idleBackends.Get().(*sharedBackend)
+		sb.rw.r, sb.rw.w = ss.frames, ss.client
+		ss.shared = sb
+		be = sb.be
 	} else {
 		be = pgproto3.NewBackend(ss.client, ss.client)
 	}
 	be.SetMaxBodyLen(ss.srv.opts.MaxMessageSize)
 	return be
+}
+
+// returnBackend puts the session's Backend, empty, into idleBackends.
+func (ss *session) returnBackend() {
+	if sb := ss.shared; sb != nil && sb.be == ss.backend {
+		sb.rw.r, sb.rw.w = nil, nil
+		idleBackends.Put(sb)
+	}
+	ss.shared = nil
+	ss.backend = nil
 }
 
 // markReleasable marks the session, at the start of its message loop, as
@@ -110,6 +158,7 @@ func (ss *session) markReleasable() {
 	ok := canAwait && ss.frames != nil && ss.client == ss.frames.conn
 	if !ok {
 		ss.frames = nil
+		ss.shared = nil // a TLS session's first Backend, left for the collector
 	}
 	ss.mu.Lock()
 	ss.releasable = ok
@@ -174,7 +223,7 @@ func (ss *session) receive() (pgproto3.FrontendMessage, error) {
 			// session's own again), and the session reads on.
 			continue
 		}
-		ss.backend = nil // its buffer is garbage now
+		ss.returnBackend()
 		if ss.srv.metrics != nil {
 			ss.srv.metrics.idleReleased.Inc()
 		}
