@@ -96,9 +96,9 @@ func goMemory() (heap, stacks, goroutines int64) {
 
 // maxIdleSessionBytes bounds what one idle session in session mode costs
 // the proxy's process in Go memory (heap and stack; its upstream
-// connection included): 31 KiB measured (2026-11-24), 47.6 KiB before
-// the startup settings went through pgconn and idle sessions gave back
-// their read buffer. RSS, which bench/RESULTS.md reports (goal 32 KiB),
+// connection included): 30.5 to 30.9 KiB measured (2026-11-24), 47.0 KiB
+// in the same test before the startup settings went through pgconn and
+// idle sessions gave back their read buffer. RSS, which bench/RESULTS.md reports (goal 32 KiB),
 // is below it: pages of a buffer never written are never resident.
 const maxIdleSessionBytes = 36 << 10
 
