@@ -23,14 +23,15 @@ import (
 // Busy sessions never pay for it: a session that sends a message at
 // least every half second keeps its Backend.
 //
-// A Backend may be dropped only when it holds no byte it has not returned
-// as a message: frameReader, through which it reads, follows the
+// A Backend may be given back only when it holds no byte it has not
+// returned as a message and nothing sent but not flushed (unflushed): frameReader, through which it reads, follows the
 // framing of what it hands out, and a read that begins with every byte
 // handed out in complete messages means the Backend's buffer is empty
 // (it reads only for a header or a body it does not have whole, and a
 // complete message is at least a header). The watcher wakes the session
 // with a read deadline of now; a wake that finds part of a message handed
-// out (a client that paused mid-message) changes nothing. Sessions over
+// out (a client that paused mid-message), or answers waiting for a Sync
+// or Flush, changes nothing. Sessions over
 // TLS keep their Backend (crypto/tls buffers records of its own).
 
 // frameReader is the raw client connection as the session's Backend
