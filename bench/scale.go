@@ -133,7 +133,10 @@ func holdConnections(ctx context.Context, e *benchEnv, name, url string, pid, n 
 		}()
 	}
 	wg.Wait()
-	time.Sleep(time.Second)
+	// Idle: dpproxy's sessions give back their read buffer after 0.5 to
+	// 1 s without a message (proxy/sessionidle.go), as any client's does
+	// in a real idle spell.
+	time.Sleep(2 * time.Second)
 	if m.after, err = rssKiB(pid); err != nil {
 		return nil, err
 	}

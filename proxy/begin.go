@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -19,7 +18,7 @@ import (
 // cancel key (cancel.go) and is told it is ready.
 
 // reportedParams are forwarded to the client as ParameterStatus.
-var reportedParams = []string{"server_version", "server_encoding", "client_encoding", "application_name", "DateStyle", "IntervalStyle", "TimeZone", "integer_datetimes", "standard_conforming_strings", "default_transaction_read_only", "in_hot_standby"}
+var reportedParams = [...]string{"server_version", "server_encoding", "client_encoding", "application_name", "DateStyle", "IntervalStyle", "TimeZone", "integer_datetimes", "standard_conforming_strings", "default_transaction_read_only", "in_hot_standby"}
 
 // begin acquires the session's upstream connection and completes startup.
 func (ss *session) begin(params map[string]string) error {
@@ -64,11 +63,12 @@ func (ss *session) begin(params map[string]string) error {
 		err = ss.restoreOnBackend(ctx) // pool.go
 	} else if len(names) > 0 {
 		// set_config with bound parameters: client values never become SQL text.
-		// QueryExecModeExec (an unnamed statement): pgx's statement cache
-		// would outlive the DISCARD ALL of releaseUpstream, and the next
-		// session on this connection would fail on a prepared statement
-		// that no longer exists.
-		_, err = up.Exec(ctx, "SELECT set_config(n, v, false) FROM unnest($1::text[], $2::text[]) AS s(n, v)", pgx.QueryExecModeExec, names, values)
+		// An unnamed statement: a named one would outlive the DISCARD ALL
+		// of releaseUpstream, and the next session on this connection
+		// would fail on a prepared statement that no longer exists. Through
+		// pgconn: pgx would keep codec plans for the arrays for the
+		// connection's life (sessionmem.go).
+		err = setConfigs(ctx, up.Conn().PgConn(), names, values)
 	}
 	if err != nil {
 		ss.send(errorResponseFatal(err))
@@ -100,13 +100,13 @@ func errorResponseFatal(err error) *pgproto3.ErrorResponse {
 // in their current value (all of them at startup).
 func (ss *session) sendParameterChanges(all bool) {
 	pc := ss.upstream.Conn().PgConn()
-	for _, k := range reportedParams {
+	for i, k := range reportedParams {
 		v := pc.ParameterStatus(k)
 		if v == "" {
 			continue
 		}
-		if old, ok := ss.sentParams[k]; all || !ok || old != v {
-			ss.sentParams[k] = v
+		if all || ss.sentParams[i] != v {
+			ss.sentParams[i] = v
 			ss.send(&pgproto3.ParameterStatus{Name: k, Value: v})
 		}
 	}

@@ -76,6 +76,7 @@ func (ss *session) stmtContext() context.Context {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.inQuery = true
+	ss.unwakeLocked() // a message arrived as the watcher woke the idle session (sessionidle.go)
 	ss.msgSeq++
 	if ss.stmtCtx == nil || ss.stmtCtx.Err() != nil {
 		ss.stmtCtx, ss.stmtCancel = context.WithCancel(context.Background())

@@ -50,6 +50,7 @@ func (s *Server) watchClients(stop <-chan struct{}) {
 			if ss.longMessage() {
 				busy = append(busy, ss)
 			}
+			ss.idleLong() // sessionidle.go: idle sessions drop their read buffer
 		}
 		s.mu.Unlock()
 		for _, ss := range busy {

@@ -35,7 +35,9 @@
 //     original query. While a message is handled, a watcher cancels it if
 //     the client goes away. A message's context ends with a CancelRequest,
 //     its client gone or the end of a shutdown's grace, and with it every
-//     wait (cancel.go).
+//     wait (cancel.go). Between messages, a session idle for 0.5–1 s gives
+//     back its 8 KiB read buffer and waits for the client without it
+//     (sessionidle.go; what an idle session keeps: sessionmem.go).
 //  5. Terminate, a broken connection, the idle timeout (deadlines.go) or
 //     Shutdown (shutdown.go) ends the session; its upstream connection is
 //     reset (DISCARD ALL) or destroyed (upstream.go).

@@ -362,15 +362,16 @@ func (ss *session) convert(oid uint32, format int16, v []byte) ([]byte, error) {
 	if v == nil || format == pgtype.TextFormatCode {
 		return v, nil
 	}
-	t, ok := ss.types.TypeForOID(oid)
+	types := ss.typeMap()
+	t, ok := types.TypeForOID(oid)
 	if !ok {
 		return nil, refuse(pgerr.FeatureNotSupported, "binary result format is not supported for type oid %d; request text", oid)
 	}
-	val, err := t.Codec.DecodeValue(ss.types, oid, pgtype.TextFormatCode, v)
+	val, err := t.Codec.DecodeValue(types, oid, pgtype.TextFormatCode, v)
 	if err != nil {
 		return nil, fail(pgerr.InternalError, "cannot convert a result value of type oid %d to binary", oid)
 	}
-	out, err := ss.types.Encode(oid, pgtype.BinaryFormatCode, val, nil)
+	out, err := types.Encode(oid, pgtype.BinaryFormatCode, val, nil)
 	if err != nil {
 		return nil, fail(pgerr.InternalError, "cannot encode a result value of type oid %d in binary", oid)
 	}

@@ -20,6 +20,7 @@ import (
 
 // loop reads and answers messages until Terminate, an I/O error or shutdown.
 func (ss *session) loop() {
+	ss.markReleasable() // sessionidle.go
 	for {
 		ss.armIdle()
 		if ss.setInQuery(false) {
@@ -27,7 +28,7 @@ func (ss *session) loop() {
 			ss.flush()
 			return
 		}
-		msg, err := ss.backend.Receive()
+		msg, err := ss.receive() // sessionidle.go: the idle wait, without a buffer
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {

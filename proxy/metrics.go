@@ -43,6 +43,7 @@ type metrics struct {
 	delta        *prometheus.CounterVec   // analyst
 	epsRemaining *prometheus.GaugeVec     // analyst
 	cacheHits    prometheus.Counter
+	idleReleased prometheus.Counter // sessionidle.go
 }
 
 // Parts of a statement's latency (label part of dpproxy_query_duration_seconds).
@@ -83,8 +84,10 @@ func newMetrics(cfg *conf.Config) *metrics {
 		[]string{"analyst"})
 	m.cacheHits = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "dpproxy_answer_cache_hits_total", Help: "Repeated private queries answered from the cache without a new charge."})
+	m.idleReleased = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dpproxy_idle_read_buffers_released_total", Help: "Times an idle session gave back its 8 KiB read buffer (taken again with its next message)."})
 	for _, c := range []prometheus.Collector{m.connsActive, m.connsTotal, m.authFailures, m.queries, m.duration,
-		m.epsilon, m.delta, m.epsRemaining, m.cacheHits,
+		m.epsilon, m.delta, m.epsRemaining, m.cacheHits, m.idleReleased,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}

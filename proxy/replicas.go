@@ -510,7 +510,7 @@ func (ss *session) dialAgain(ctx context.Context) error {
 	pc := up.Conn().PgConn()
 	if names := ss.settings[0]; len(names) > 0 {
 		// As begin does: bound parameters, an unnamed statement.
-		if _, err := up.Exec(ctx, "SELECT set_config(n, v, false) FROM unnest($1::text[], $2::text[]) AS s(n, v)", pgx.QueryExecModeExec, names, ss.settings[1]); err != nil {
+		if err := setConfigs(ctx, pc, names, ss.settings[1]); err != nil { // sessionmem.go
 			return fmt.Errorf("restoring settings: %w", err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -32,6 +33,12 @@ type session struct {
 	client  net.Conn
 	backend *pgproto3.Backend
 	log     *slog.Logger
+	// frames is the raw client connection as backend reads it; nil over
+	// TLS. unflushed: something was sent since the last flush. Both for
+	// dropping backend while idle (sessionidle.go).
+	frames    *frameReader
+	shared    *sharedBackend // backend, when taken from idleBackends
+	unflushed bool
 
 	user     *conf.User
 	key      cancelKey
@@ -43,14 +50,15 @@ type session struct {
 	mechanism string
 	notices   bool
 
-	// sentParams are the ParameterStatus values the client has seen.
-	sentParams map[string]string
+	// sentParams are the ParameterStatus values the client has seen, by
+	// reportedParams' index ("": none sent).
+	sentParams [len(reportedParams)]string
 
 	// Extended protocol state (extended.go).
 	statements  map[string]*prepared
 	portals     map[string]*portal
 	upstreamSeq int
-	types       *pgtype.Map
+	types       *pgtype.Map // made on first use: typeMap (sessionmem.go)
 	// upBatch is true while the upstream is in an extended-protocol batch
 	// of the proxy's, not yet ended by Sync; closePending names upstream
 	// portals to close with its next message (portal.go).
@@ -96,6 +104,13 @@ type session struct {
 	// setting that holds the analyst's name (analyst.go).
 	analystStale bool
 
+	// releasable: the session waits between messages in its loop and may
+	// then drop its Backend; idleSeen, idleWoken and idleWake are the
+	// watcher's marks (sessionidle.go). Guarded by mu.
+	releasable          bool
+	idleWake            bool
+	idleSeen, idleWoken uint64
+
 	// counted is true once the session counts against its analyst's
 	// limits.max_connections_per_analyst.
 	counted bool
@@ -113,19 +128,19 @@ func (s *Server) newSession(conn net.Conn) *session {
 	id := s.nextID.Add(1)
 	sess := &session{
 		srv: s, id: id, client: conn,
-		backend:    pgproto3.NewBackend(conn, conn),
 		log:        s.log.With("conn", id, "remote", conn.RemoteAddr().String()),
 		epsilon:    s.cfg.Privacy.Epsilon,
 		delta:      s.cfg.Privacy.Delta,
 		mechanism:  s.cfg.Privacy.Mechanism,
 		notices:    true,
-		sentParams: map[string]string{},
 		statements: map[string]*prepared{},
 		portals:    map[string]*portal{},
-		types:      pgtype.NewMap(),
 		clientTx:   'I',
 	}
-	sess.backend.SetMaxBodyLen(s.opts.MaxMessageSize)
+	if _, ok := conn.(syscall.Conn); ok {
+		sess.frames = &frameReader{conn: conn}
+	}
+	sess.backend = sess.newBackend() // sessionidle.go
 	return sess
 }
 
@@ -134,6 +149,9 @@ func (ss *session) serve() {
 	defer func() {
 		if r := recover(); r != nil {
 			ss.log.Error("panic in session", "panic", r, "stack", string(debug.Stack()))
+			if ss.backend == nil {
+				ss.backend = ss.newBackend() // dropped while idle (sessionidle.go)
+			}
 			ss.backend.Send(fatalResponse(pgerr.InternalError, "internal error in dpproxy"))
 			ss.backend.Flush()
 		}
@@ -151,9 +169,13 @@ func (ss *session) serve() {
 	ss.log.Info("disconnected", "user", ss.user.Name)
 }
 
-func (ss *session) send(msg pgproto3.BackendMessage) { ss.backend.Send(msg) }
+func (ss *session) send(msg pgproto3.BackendMessage) {
+	ss.unflushed = true
+	ss.backend.Send(msg)
+}
 
 func (ss *session) flush() error {
+	ss.unflushed = false
 	ss.armWrite()
 	return ss.writeFailed(ss.backend.Flush())
 }
