@@ -1,7 +1,9 @@
 package rewrite
 
 import (
+	"fmt"
 	"math"
+	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -82,6 +84,11 @@ func (p *planner) groupBy(sel *pg_query.SelectStmt) error {
 			k.Column = c.name
 			if col := p.table.Columns[c.name]; c.private && col != nil && col.PublicValues != nil {
 				k.PublicValues = col.PublicValues
+				if typ, err := p.columnType(ref, c); err == nil && typ == "bool" {
+					if k.PublicValues, err = boolPublicValues(c.name, col.PublicValues); err != nil {
+						return reject(pgerr.InvalidParameterValue, ref.Location, "%v", err)
+					}
+				}
 			}
 			if err := p.publicTableKey(sel, &k, ref, c); err != nil {
 				return err
@@ -194,4 +201,30 @@ func (p *planner) inputColumn(name string) bool {
 		}
 	}
 	return false
+}
+
+// boolPublicValues spells a boolean column's public values as PostgreSQL
+// prints booleans, "t" and "f", the text the released keys are matched
+// against; the configuration may use any spelling PostgreSQL reads as a
+// boolean (true, yes, on, 1, ... in any case). Each value once, true first.
+func boolPublicValues(column string, vals []string) ([]string, error) {
+	var t, f bool
+	for _, v := range vals {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "t", "true", "y", "yes", "on", "1":
+			t = true
+		case "f", "false", "n", "no", "off", "0":
+			f = true
+		default:
+			return nil, fmt.Errorf("public_values of the boolean column %s: %q is not a boolean (true, false, t, f, yes, no, on, off, 1, 0)", column, v)
+		}
+	}
+	out := []string{}
+	if t {
+		out = append(out, "t")
+	}
+	if f {
+		out = append(out, "f")
+	}
+	return out, nil
 }

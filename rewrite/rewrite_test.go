@@ -629,3 +629,13 @@ func BenchmarkAnalyze(b *testing.B) {
 		a.Analyze(corpus[i%len(corpus)])
 	}
 }
+
+func TestBoolPublicValuesSpelling(t *testing.T) {
+	got, err := boolPublicValues("paid", []string{" On", "0", "yes", "F"})
+	if err != nil || strings.Join(got, ",") != "t,f" {
+		t.Errorf("boolPublicValues = %v, %v; want t,f", got, err)
+	}
+	if _, err := boolPublicValues("paid", []string{"true", "maybe"}); err == nil || !strings.Contains(err.Error(), `"maybe" is not a boolean`) {
+		t.Errorf("boolPublicValues(maybe) = %v, want an error naming it", err)
+	}
+}

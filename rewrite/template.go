@@ -167,7 +167,7 @@ func (t *template) perUnit(unit string, whereClause *pg_query.Node) error {
 		if pv := k.key.PublicValues; pv != nil {
 			lits := make([]string, len(pv))
 			for j, v := range pv {
-				lits[j] = quoteLiteral(v)
+				lits[j] = quoteLiteral(t.p.filterText(k, v))
 			}
 			t.where = append(t.where, e+"::text IN ("+strings.Join(lits, ", ")+")")
 		}
@@ -386,6 +386,19 @@ func (t *template) assemble(from string) string {
 		b.WriteString("WHERE " + seed + " IS NOT NULL")
 	}
 	return b.String()
+}
+
+// filterText is the text of public value v (as released: the type's
+// output) that the per-unit WHERE compares key k's (e)::text with. The
+// two differ for a boolean grouped natively, whose cast to text is "true"
+// where its output is "t" (boolPublicValues spells its values "t"/"f").
+func (p *planner) filterText(k plannedKey, v string) string {
+	if ref := k.node.GetColumnRef(); ref != nil && k.col != nil && p.textIsEquality(k) {
+		if typ, err := p.columnType(ref, k.col); err == nil && typ == "bool" {
+			return map[string]string{"t": "true", "f": "false"}[v]
+		}
+	}
+	return v
 }
 
 // keysCapGroups reports whether the keys' configured public values allow
