@@ -122,7 +122,13 @@ func (f *fakeUpstream) serve(c net.Conn) {
 		}
 		switch m := msg.(type) {
 		case *pgproto3.Query:
-			if strings.TrimSpace(m.String) == "" {
+			if m.String == rewrite.RenderSettingsSQL {
+				// The session's rendering settings (settings.go), read
+				// before its first Parse.
+				be.Send(&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{Name: []byte("concat_ws"), DataTypeOID: oidText, DataTypeSize: -1, TypeModifier: -1}}})
+				be.Send(&pgproto3.DataRow{Values: [][]byte{[]byte("ISO, MDY\x1fUTC")}})
+				be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")})
+			} else if strings.TrimSpace(m.String) == "" {
 				be.Send(&pgproto3.EmptyQueryResponse{})
 			} else {
 				if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(m.String)), "SELECT") {
